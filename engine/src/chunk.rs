@@ -1,0 +1,106 @@
+//! Append-once chunks: the storage behind a ring.
+//!
+//! A chunk holds `len` consecutive seqs starting at `first`. Each cell is
+//! written exactly once, by the producer, before the ring's `head` is
+//! advanced past it with a Release store; it is never written again while the
+//! chunk is alive, and it is dropped only by [`Chunk`]'s `Drop`, which runs
+//! when the last `Arc<Chunk>` goes (the ring's slot, the producer's list and
+//! every snapshot or cursor that pinned it).
+
+use crate::event::StreamId;
+use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
+use bytes::Bytes;
+use std::mem::MaybeUninit;
+
+/// What a cell stores for one event (its seq is implied by its position).
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) stream: StreamId,
+    /// 1-based position of this event within its stream.
+    pub(crate) index_in_stream: u64,
+    /// Seq of the previous event of the same stream, 0 if none. Lets a
+    /// per-stream resume prove that no event of its stream lies in an
+    /// evicted range.
+    pub(crate) prev_in_stream: u64,
+    pub(crate) payload: Bytes,
+}
+
+pub(crate) struct Chunk {
+    /// Seq stored in `cells[0]`. Immutable after construction.
+    pub(crate) first: u64,
+    /// The cells. Cell `i` holds seq `first + i` once the ring's head is
+    /// `>= first + i`; before that it is uninitialised and nobody reads it.
+    cells: Box<[UnsafeCell<MaybeUninit<Slot>>]>,
+    /// How many cells (a prefix) are initialised. Written by the producer
+    /// (Relaxed) only when it lets go of its writing reference (chunk full,
+    /// or producer dropped); read only by `Drop`, which runs after every
+    /// other reference is gone and so is ordered after that store by the
+    /// `Arc` counter's release/acquire.
+    init: AtomicUsize,
+}
+
+impl std::fmt::Debug for Chunk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chunk").field("first", &self.first).field("len", &self.cells.len()).finish()
+    }
+}
+
+impl Chunk {
+    pub(crate) fn new(first: u64, len: usize) -> Self {
+        let cells = (0..len).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        Chunk { first, cells, init: AtomicUsize::new(0) }
+    }
+
+    /// Writes cell `idx`.
+    ///
+    /// # Safety
+    /// Only the ring's producer calls this, once per cell, in index order,
+    /// before publishing the cell's seq; no reader reads a cell before its
+    /// seq is published.
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, idx: usize, slot: Slot) {
+        debug_assert!(idx < self.cells.len());
+        // SAFETY: `idx` is in bounds (the producer computes it from the
+        // chunk's length); the caller guarantees exclusive, write-once access
+        // to this cell: no reader touches it before the head store that
+        // follows this write.
+        unsafe { self.cells.get_unchecked(idx) }.with_mut(|p| {
+            // SAFETY: `p` points to the cell's storage; exclusive per the above.
+            unsafe { (*p).write(slot) };
+        });
+    }
+
+    /// Reads cell `idx`.
+    ///
+    /// # Safety
+    /// Cell `idx` was written and its write happens-before this call (the
+    /// caller observed, with Acquire, a ring head `>= first + idx`, or is
+    /// the producer that wrote it).
+    #[inline(always)]
+    pub(crate) unsafe fn get(&self, idx: usize) -> &Slot {
+        debug_assert!(idx < self.cells.len());
+        // SAFETY: in bounds (caller computes `idx` below the published head,
+        // inside this chunk). The cell is initialised and never written again
+        // while `self` is alive (append-once), so a shared reference that
+        // lives as long as `&self` is sound.
+        unsafe { self.cells.get_unchecked(idx) }.with(|p| unsafe { (*p).assume_init_ref() })
+    }
+
+    /// Records how many cells were written; the producer calls this when it
+    /// stops writing into this chunk.
+    pub(crate) fn seal(&self, written: usize) {
+        debug_assert!(written <= self.cells.len());
+        self.init.store(written, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let n = self.init.load(Ordering::Relaxed);
+        for cell in &self.cells[..n] {
+            // SAFETY: the first `n` cells were written (see `init`), and we
+            // are the last owner: nobody reads them any more.
+            cell.with_mut(|p| unsafe { (*p).assume_init_drop() });
+        }
+    }
+}

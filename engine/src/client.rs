@@ -1,0 +1,1 @@
+//! Client guard (SPEC §6). Work in progress.

@@ -1,0 +1,1 @@
+//! Event-id wire codec (SPEC §4.1). Work in progress.

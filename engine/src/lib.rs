@@ -1,0 +1,133 @@
+//! # gapless: event rings that never lose an event silently
+//!
+//! One ring per MCP session holds the session's recent events under a dense,
+//! monotonic [`Seq`]. A resume either gets every event after its cursor, in
+//! order, or an explicit error that says what is missing.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use gapless::{ring, Coverage, RingConfig, Seq};
+//!
+//! let (mut producer, reader) = ring(RingConfig::new(4, 1 << 20)).unwrap();
+//! let stream = producer.open_stream();
+//! for i in 0..6u8 {
+//!     producer.publish(&stream, Bytes::from(vec![i])).unwrap(); // seqs 1..=6
+//! }
+//! assert_eq!(reader.coverage(Seq(2)), Coverage::Covered); // 3..=6 retained
+//! assert_eq!(reader.coverage(Seq(1)), Coverage::Evicted { oldest: Seq(3), missing: 1 });
+//! let snap = reader.snapshot(Seq(4)).unwrap(); // pins 5 and 6
+//! for _ in 0..10 { producer.publish(&stream, Bytes::new()).unwrap(); } // lap the ring
+//! let got: Vec<u8> = snap.iter().map(|e| e.payload[0]).collect();
+//! assert_eq!(got, [4, 5]);
+//! ```
+//!
+//! ## Layout
+//!
+//! Events live in append-once **chunks** of `C` cells (a power of two,
+//! default 64). Chunk `k` holds seqs `k*C+1 ..= (k+1)*C` and sits in slot
+//! `k mod S` of a fixed slot table while any of its seqs is retained
+//! (`S` = next power of two of `ceil(capacity / C) + 1`, enough for every
+//! chunk the window can overlap):
+//!
+//! ```text
+//!            oldest                              head
+//!               v                                  v
+//!   slot 0: [ 1  2  3  4 ]  <- chunk 0 (evicted: slot cleared, or pinned
+//!   slot 1: [ 5  6  7  8 ]     only by a snapshot that still holds it)
+//!   slot 2: [ 9 10 11 12 ]  <- chunk 2, cells 11 and 12 unwritten
+//!   slot 3: [            ]  <- empty until chunk 3 (or chunk 7 reuses 3)
+//!             ^ each slot: an atomically swappable Option<Arc<Chunk>>
+//! ```
+//!
+//! Shared words: `head` (newest published seq, plus a wake-up bit readers
+//! may set) and `oldest` (oldest retained seq). Per stream, a record with its
+//! first and last seq, count, delivered mark and ended flag.
+//!
+//! ## Publish protocol (producer only, [`Producer::publish`])
+//!
+//! 1. Refuse a payload larger than the byte budget, or a stream that ended.
+//! 2. **Evict**: advance `oldest` while the window would exceed the event
+//!    capacity or the byte budget; store it (Release). Only then clear the
+//!    slots of chunks that are now wholly evicted (dropping the ring's
+//!    reference; pinned chunks live on in their snapshots).
+//! 3. If the current chunk is full, allocate the next one and store it in
+//!    its slot (the slot's previous chunk was cleared in step 2 of an
+//!    earlier publish: it was wholly evicted long before).
+//! 4. Write the cell (stream id, position in stream, previous seq of the
+//!    stream, payload). Nobody reads it yet.
+//! 5. Update the stream record (`first`, `published`, `high`; Release).
+//! 6. **Publish**: swap `head` to the new seq (AcqRel). If the old value had
+//!    the wake-up bit, wake the registered readers.
+//!
+//! No lock is taken and nothing waits on a reader.
+//!
+//! ## Read protocol ([`Reader`], [`Cursor`], [`Snapshot`])
+//!
+//! To read seq `s`: load `head` (Acquire); `s > head` is "not yet". Load
+//! `oldest` (Acquire); `s < oldest` is an explicit [`Lagged`]/evicted error.
+//! Otherwise load the chunk from slot `chunk(s) mod S` (one reference) and
+//! check that its `first` is `chunk(s)*C+1`; a missing or different chunk
+//! means `s` was evicted after our `oldest` load, also reported. Then read
+//! the cell. A [`Snapshot`] does this once per chunk of its range and then
+//! iterates cells by reference; a [`Cursor`] caches the current chunk.
+//!
+//! ## Eviction detection
+//!
+//! Eviction only moves `oldest` forward. Every read compares against it, and
+//! the producer stores it *before* it clears a slot, so a reader that finds
+//! a chunk gone also finds `oldest` past the seq it wanted. The
+//! [`Reader::coverage`] check is two loads: `head`, then `oldest`.
+//!
+//! ## Why it is sound
+//!
+//! * Cells are written once, before the Release/AcqRel store of `head` that
+//!   publishes them, and read only after an Acquire load of a `head` at
+//!   least their seq: every read happens-after the write (no seqlock-style
+//!   racy copy of a `Bytes`).
+//! * A cell is never overwritten. It is dropped only in `Chunk::drop`, which
+//!   runs when the last `Arc<Chunk>` goes: the slot's, the producer's, and
+//!   each pinning snapshot's or cursor's. So a reader never sees freed or
+//!   reused memory.
+//! * Slots are `arc_swap::ArcSwapOption`, so loading a chunk races safely
+//!   with the producer replacing it. Under `--cfg gapless_loom` the slots are
+//!   loom mutexes (see `sync.rs`) and the whole protocol is model-checked in
+//!   `loom-tests/`.
+//!
+//! ## Why chunks (the measured choice)
+//!
+//! A per-slot `ArcSwap<Event>` pays an allocation and a reference count per
+//! event to publish and one per event to pin; a seqlock over `Bytes` is
+//! undefined behaviour. Append-once chunks publish with a plain cell write
+//! plus one swap, allocate once per `C` events, and pin a gap with one
+//! reference per chunk (156 references for a 10 000-event gap at `C` = 64).
+//! The price: up to one chunk of already-evicted events stays in memory
+//! until its chunk is wholly evicted. See `BENCHMARKS.md` for numbers.
+//!
+//! ## Crate map
+//!
+//! * [`ring`], [`RingConfig`], [`Producer`], [`Reader`]: the ring.
+//! * [`Coverage`]: the wait-free gap check.
+//! * [`Snapshot`]: pinned, zero-copy gaps.
+//! * [`StreamHandle`], [`StreamInfo`]: per-stream bookkeeping.
+
+mod chunk;
+pub mod client;
+mod coverage;
+mod event;
+pub mod event_id;
+mod producer;
+mod reader;
+mod ring;
+mod snapshot;
+mod stream;
+mod sync;
+
+pub use coverage::Coverage;
+pub use event::{Event, EventRef, Seq, StreamId};
+pub use producer::{Producer, PublishError};
+pub use reader::{Cursor, Lagged, Next, Reader};
+pub use ring::{
+    ring, ConfigError, RingConfig, DEFAULT_BYTE_BUDGET, DEFAULT_CAPACITY, DEFAULT_CHUNK_EVENTS, MAX_CAPACITY,
+};
+pub use snapshot::{Snapshot, SnapshotError, SnapshotIter};
+pub use stream::{StreamHandle, StreamInfo};

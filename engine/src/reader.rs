@@ -1,0 +1,266 @@
+//! Readers: cloneable handles that look at a ring without ever blocking it.
+//!
+//! Read protocol for seq `s`: load `head` (Acquire); `s > head` means not yet
+//! published. Load `oldest` (Acquire); `s < oldest` means evicted, an
+//! explicit error. Otherwise take the chunk for `s` from its slot (or the
+//! cursor's cached one), check its `first`, and read the cell: it was written
+//! before the head store we acquired and is never rewritten while the chunk
+//! is alive.
+
+use crate::chunk::Chunk;
+use crate::event::{Event, Seq, StreamId};
+use crate::ring::{Shared, MAX_SEQ, WAIT_BIT};
+use crate::stream::{StreamInfo, StreamRecord};
+use crate::sync::{lock, Arc, Ordering};
+use std::fmt;
+use std::task::Waker;
+
+/// A handle for reading a ring: coverage checks, snapshots, cursors, stream
+/// bookkeeping. Clone freely; readers never block the producer or each
+/// other.
+#[derive(Clone)]
+pub struct Reader {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader").field("ring", &self.shared).finish()
+    }
+}
+
+/// A reader fell behind eviction: the event it needed next is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lagged {
+    /// The seq the reader needed.
+    pub wanted: Seq,
+    /// The oldest seq still retained.
+    pub oldest: Seq,
+}
+
+impl fmt::Display for Lagged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "event {} was evicted; oldest retained is {}", self.wanted, self.oldest)
+    }
+}
+
+impl std::error::Error for Lagged {}
+
+/// What a cursor found next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// The next event (of the cursor's stream, for a stream cursor).
+    Event(Event),
+    /// Nothing new yet.
+    Pending,
+    /// Nothing more will come: the stream ended (stream cursor) or the
+    /// producer was dropped (whole-ring cursor), and everything was read.
+    End,
+}
+
+impl Reader {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Reader { shared }
+    }
+
+    /// Seq of the newest published event (`Seq(0)` before the first).
+    #[inline]
+    pub fn head(&self) -> Seq {
+        Seq(self.shared.head())
+    }
+
+    /// Oldest retained seq (`head + 1` when nothing is retained).
+    #[inline]
+    pub fn oldest(&self) -> Seq {
+        Seq(self.shared.oldest())
+    }
+
+    /// Whether the producer has been dropped (no more events will come).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// How many streams were opened (stream ids are `1..=` this).
+    pub fn streams_opened(&self) -> u64 {
+        self.shared.streams_opened.load(Ordering::Acquire)
+    }
+
+    /// The bookkeeping of a stream, or `None` if it was never opened or its
+    /// record was reclaimed (it ended and all its events were evicted).
+    pub fn stream(&self, id: StreamId) -> Option<StreamInfo> {
+        self.shared.stream(id).map(|r| r.info())
+    }
+
+    /// Records that the transport delivered `event` on its stream (every
+    /// earlier event of that stream counts as delivered too). Returns `false`
+    /// if the stream's record is gone.
+    pub fn mark_delivered(&self, event: &Event) -> bool {
+        match self.shared.stream(event.stream) {
+            Some(r) => {
+                r.mark_delivered(event.seq.0, event.index_in_stream);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The stream retained event `seq` belongs to, or `None` if `seq` is not
+    /// retained (never published, or evicted).
+    pub fn stream_of(&self, seq: Seq) -> Option<StreamId> {
+        let sh = &self.shared;
+        if seq.0 == 0 || seq.0 > sh.head() || seq.0 < sh.oldest() {
+            return None;
+        }
+        let chunk = sh.chunk_for(seq.0)?;
+        // SAFETY: `seq <= head` (Acquire) so the cell is written and visible;
+        // `chunk` keeps it alive.
+        Some(unsafe { chunk.get(sh.cell_idx(seq.0)) }.stream)
+    }
+
+    /// A cursor that yields every event from `next` on, in seq order.
+    pub fn cursor(&self, next: Seq) -> Cursor {
+        Cursor { shared: Arc::clone(&self.shared), next: next.0.max(1), chunk: None, stream: None, seen_head: 0 }
+    }
+
+    /// A cursor that yields the events of `stream` from `next` on, and ends
+    /// after the stream's last event once the stream has ended.
+    pub fn stream_cursor(&self, stream: StreamId, next: Seq) -> Option<Cursor> {
+        let rec = self.shared.stream(stream)?;
+        Some(Cursor {
+            shared: Arc::clone(&self.shared),
+            next: next.0.max(1),
+            chunk: None,
+            stream: Some(rec),
+            seen_head: 0,
+        })
+    }
+}
+
+/// A reading position in a ring. Not shared: each follower owns one.
+pub struct Cursor {
+    shared: Arc<Shared>,
+    /// The seq this cursor reads next.
+    next: u64,
+    /// The chunk holding recent seqs, cached so that following the producer
+    /// costs no slot load per event.
+    chunk: Option<Arc<Chunk>>,
+    /// Only events of this stream are yielded.
+    stream: Option<Arc<StreamRecord>>,
+    /// Head (without `WAIT_BIT`) seen by the last `try_next` that returned
+    /// `Pending`.
+    seen_head: u64,
+}
+
+impl fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cursor")
+            .field("next", &self.next)
+            .field("stream", &self.stream.as_ref().map(|r| r.id))
+            .finish()
+    }
+}
+
+impl Cursor {
+    /// The seq this cursor looks at next.
+    pub fn position(&self) -> Seq {
+        Seq(self.next)
+    }
+
+    /// The stream this cursor follows, if any.
+    pub fn stream(&self) -> Option<StreamId> {
+        self.stream.as_ref().map(|r| r.id)
+    }
+
+    pub(crate) fn stream_record(&self) -> Option<&Arc<StreamRecord>> {
+        self.stream.as_ref()
+    }
+
+    /// Reads the next event without waiting. Errors when the next needed
+    /// event was evicted: the cursor never skips.
+    pub fn try_next(&mut self) -> Result<Next, Lagged> {
+        let sh = &*self.shared;
+        loop {
+            // Ended/closed first: if it is set, the head we load next
+            // includes the stream's (ring's) last event.
+            let finished = match &self.stream {
+                Some(r) => r.ended.load(Ordering::Acquire),
+                None => sh.closed.load(Ordering::Acquire),
+            };
+            let head = sh.head();
+            if self.next > head {
+                self.seen_head = head;
+                return Ok(if finished { Next::End } else { Next::Pending });
+            }
+            if let Some(r) = &self.stream {
+                // Nothing of ours can come after a finished stream's high.
+                if finished && self.next > r.high.load(Ordering::Acquire) {
+                    return Ok(Next::End);
+                }
+            }
+            let oldest = sh.oldest();
+            if self.next < oldest {
+                return Err(Lagged { wanted: Seq(self.next), oldest: Seq(oldest) });
+            }
+            let k_first = (sh.chunk_no(self.next) << sh.chunk_shift) + 1;
+            if self.chunk.as_ref().map(|c| c.first) != Some(k_first) {
+                self.chunk = sh.chunk_for(self.next);
+                if self.chunk.is_none() {
+                    return Err(Lagged { wanted: Seq(self.next), oldest: Seq(sh.oldest()) });
+                }
+            }
+            let chunk = self.chunk.as_ref().expect("set above");
+            // SAFETY: next <= head (Acquire), so the cell is written and the
+            // write is visible; the cached chunk is alive and is chunk
+            // `chunk_no(next)` (checked `first`).
+            let slot = unsafe { chunk.get(sh.cell_idx(self.next)) };
+            let seq = self.next;
+            self.next += 1;
+            if let Some(r) = &self.stream {
+                if slot.stream != r.id {
+                    continue;
+                }
+            }
+            return Ok(Next::Event(Event {
+                seq: Seq(seq),
+                stream: slot.stream,
+                index_in_stream: slot.index_in_stream,
+                payload: slot.payload.clone(),
+            }));
+        }
+    }
+
+    /// Moves the cursor to `next` (e.g. after replaying a snapshot up to
+    /// `next - 1`).
+    pub fn seek(&mut self, next: Seq) {
+        self.next = next.0.max(1);
+    }
+
+    /// Asks for `waker` to be woken at the next change of the ring's head (a
+    /// publish, a stream ending, the producer closing). Returns `false`, and
+    /// registers nothing useful, if the head already moved since the last
+    /// `Pending`: call `try_next` again instead of sleeping. After `true`,
+    /// call `try_next` once more before sleeping (a stream may have ended in
+    /// between).
+    pub fn register(&self, waker: &Waker) -> bool {
+        let sh = &*self.shared;
+        {
+            let mut ws = lock(&sh.wakers);
+            if !ws.iter().any(|w| w.will_wake(waker)) {
+                ws.push(waker.clone());
+            }
+        }
+        let mut cur = sh.head.load(Ordering::Acquire);
+        loop {
+            if cur & MAX_SEQ != self.seen_head {
+                return false;
+            }
+            if cur & WAIT_BIT != 0 {
+                return true;
+            }
+            match sh.head.compare_exchange_weak(cur, cur | WAIT_BIT, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}

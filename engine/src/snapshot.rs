@@ -1,0 +1,310 @@
+//! Zero-copy, pinning snapshots of a ring's events (SPEC §3.5).
+
+use crate::chunk::Chunk;
+use crate::event::{EventRef, Seq, StreamId};
+use crate::reader::Reader;
+use crate::ring::Shared;
+use crate::sync::Arc;
+use std::fmt;
+
+/// Why a snapshot could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// Some event of the requested range is no longer retained.
+    Evicted {
+        /// The first seq the snapshot needed.
+        wanted: Seq,
+        /// The oldest retained seq when it was found missing.
+        oldest: Seq,
+        /// How many events of the requested target are gone. For a whole-ring
+        /// snapshot it is exact (`oldest - wanted`); for a stream snapshot it
+        /// is exact when the cursor is the stream's last delivered event and
+        /// otherwise a lower bound (at least 1).
+        missing: u64,
+    },
+    /// The cursor is past the newest event.
+    Ahead {
+        /// The newest published seq.
+        head: Seq,
+    },
+    /// No such stream in this ring (never opened, or its record was
+    /// reclaimed after it ended and all its events were evicted).
+    UnknownStream {
+        /// The stream asked for.
+        stream: StreamId,
+    },
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Evicted { wanted, oldest, missing } => write!(
+                f,
+                "events from seq {wanted} were evicted ({missing} missing; oldest retained is {oldest})"
+            ),
+            SnapshotError::Ahead { head } => write!(f, "cursor is past the newest event {head}"),
+            SnapshotError::UnknownStream { stream } => write!(f, "unknown stream {stream}"),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// An owned set of consecutive events (optionally only those of one stream),
+/// pinned: it holds one reference per chunk, so the events stay readable
+/// after the ring evicts them. Cloning it clones those chunk references.
+#[derive(Clone)]
+pub struct Snapshot {
+    shared: Arc<Shared>,
+    /// Chunks covering `from ..= to`, in order.
+    chunks: Vec<Arc<Chunk>>,
+    /// First seq covered (`to + 1` when empty).
+    from: u64,
+    /// Last seq covered.
+    to: u64,
+    /// Only events of this stream are yielded.
+    filter: Option<StreamId>,
+    /// First and last yielded seq, if any.
+    first: Option<Seq>,
+    last: Option<Seq>,
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("first", &self.first)
+            .field("last", &self.last)
+            .field("filter", &self.filter)
+            .finish()
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn empty(shared: Arc<Shared>, after: u64, filter: Option<StreamId>) -> Self {
+        Snapshot { shared, chunks: Vec::new(), from: after + 1, to: after, filter, first: None, last: None }
+    }
+
+    /// Pins the chunks covering `from ..= to`; `None` if one is gone.
+    /// Caller guarantees every seq in the range was published (it observed a
+    /// head `>= to` with Acquire).
+    pub(crate) fn pin(shared: &Arc<Shared>, from: u64, to: u64, filter: Option<StreamId>) -> Option<Self> {
+        debug_assert!(from >= 1 && from <= to);
+        let (k0, k1) = (shared.chunk_no(from), shared.chunk_no(to));
+        let mut chunks = Vec::with_capacity((k1 - k0 + 1) as usize);
+        for k in k0..=k1 {
+            chunks.push(shared.chunk_for(k << shared.chunk_shift | 1)?);
+        }
+        let mut s = Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };
+        match filter {
+            None => {
+                s.first = Some(Seq(from));
+                s.last = Some(Seq(to));
+            }
+            Some(_) => {
+                s.first = s.iter().next().map(|e| e.seq);
+                s.last = s.iter_rev_first().map(|e| e.seq);
+            }
+        }
+        Some(s)
+    }
+
+    /// Seq of the first event this snapshot yields.
+    pub fn first(&self) -> Option<Seq> {
+        self.first
+    }
+
+    /// Seq of the last event this snapshot yields.
+    pub fn last(&self) -> Option<Seq> {
+        self.last
+    }
+
+    /// Whether it yields no event.
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    /// How many events it yields (counts them for a stream snapshot).
+    pub fn len(&self) -> usize {
+        match self.filter {
+            None => (self.to + 1 - self.from) as usize,
+            Some(_) => self.iter().count(),
+        }
+    }
+
+    /// The stream this snapshot is restricted to, if any.
+    pub fn stream(&self) -> Option<StreamId> {
+        self.filter
+    }
+
+    /// The last seq of the range this snapshot looked at (for a stream
+    /// snapshot, events of other streams up to it were skipped). A live
+    /// follower continues after it.
+    pub fn covered_to(&self) -> Seq {
+        Seq(self.to)
+    }
+
+    /// Iterates the events in seq order without touching reference counts.
+    pub fn iter(&self) -> SnapshotIter<'_> {
+        SnapshotIter { snap: self, next: self.from }
+    }
+
+    /// Reads `seq` (within `from ..= to`).
+    #[inline(always)]
+    pub(crate) fn get(&self, seq: u64) -> EventRef<'_> {
+        let sh = &self.shared;
+        let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
+        // SAFETY: `seq` is within the pinned range; `pin`'s caller observed a
+        // head >= `to` with Acquire, so the cell was written and that write
+        // happens-before this read; the chunk is kept alive by `self`.
+        let slot = unsafe { chunk.get(sh.cell_idx(seq)) };
+        EventRef {
+            seq: Seq(seq),
+            stream: slot.stream,
+            index_in_stream: slot.index_in_stream,
+            payload: &slot.payload,
+        }
+    }
+
+    pub(crate) fn prev_in_stream(&self, seq: u64) -> u64 {
+        let sh = &self.shared;
+        let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
+        // SAFETY: as in `get`.
+        unsafe { chunk.get(sh.cell_idx(seq)) }.prev_in_stream
+    }
+
+    fn iter_rev_first(&self) -> Option<EventRef<'_>> {
+        (self.from..=self.to).rev().map(|s| self.get(s)).find(|e| Some(e.stream) == self.filter)
+    }
+}
+
+impl<'a> IntoIterator for &'a Snapshot {
+    type Item = EventRef<'a>;
+    type IntoIter = SnapshotIter<'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Iterator over a [`Snapshot`].
+#[derive(Debug)]
+pub struct SnapshotIter<'a> {
+    snap: &'a Snapshot,
+    next: u64,
+}
+
+impl<'a> Iterator for SnapshotIter<'a> {
+    type Item = EventRef<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<EventRef<'a>> {
+        while self.next <= self.snap.to {
+            let e = self.snap.get(self.next);
+            self.next += 1;
+            match self.snap.filter {
+                Some(s) if s != e.stream => continue,
+                _ => return Some(e),
+            }
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let rest = (self.snap.to + 1).saturating_sub(self.next) as usize;
+        match self.snap.filter {
+            None => (rest, Some(rest)),
+            Some(_) => (0, Some(rest)),
+        }
+    }
+}
+
+impl Reader {
+    /// Pins every event after `after` (the whole ring's gap for that cursor).
+    /// The snapshot stays valid however far the ring moves on.
+    pub fn snapshot(&self, after: Seq) -> Result<Snapshot, SnapshotError> {
+        let sh = &self.shared;
+        let head = sh.head();
+        if after.0 > head {
+            return Err(SnapshotError::Ahead { head: Seq(head) });
+        }
+        let evicted = |oldest: u64| SnapshotError::Evicted {
+            wanted: Seq(after.0 + 1),
+            oldest: Seq(oldest),
+            missing: oldest - 1 - after.0,
+        };
+        let oldest = sh.oldest();
+        if after.0 + 1 < oldest {
+            return Err(evicted(oldest));
+        }
+        if after.0 == head {
+            return Ok(Snapshot::empty(Arc::clone(sh), after.0, None));
+        }
+        // A chunk can only be missing if the producer evicted it after our
+        // `oldest` load; it stored the new `oldest` before clearing the slot.
+        Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| evicted(sh.oldest()))
+    }
+
+    /// Pins every event of `stream` after `after` (a per-stream resume's
+    /// gap). Events of the stream that were evicted make it fail; evicted
+    /// events of *other* streams do not matter.
+    pub fn snapshot_stream(&self, stream: StreamId, after: Seq) -> Result<Snapshot, SnapshotError> {
+        let sh = &self.shared;
+        let rec = sh.stream(stream).ok_or(SnapshotError::UnknownStream { stream })?;
+        // Cells up to `hi` are written and visible once we read `hi` with
+        // Acquire (the producer writes the cell, then `high`), so `to` may
+        // exceed the head we read.
+        let hi = rec.high.load(crate::sync::Ordering::Acquire);
+        let to = sh.head().max(hi);
+        if after.0 > to {
+            return Err(SnapshotError::Ahead { head: Seq(to) });
+        }
+        let q = after.0;
+        for _ in 0..64 {
+            let oldest = sh.oldest();
+            let from = (q + 1).max(oldest);
+            let snap = if from > to {
+                Snapshot::empty(Arc::clone(sh), to, Some(stream))
+            } else {
+                match Snapshot::pin(sh, from, to, Some(stream)) {
+                    Some(s) => s,
+                    None => continue, // evicted under us: the window moved, look again
+                }
+            };
+            if from == q + 1 {
+                return Ok(snap);
+            }
+            // Seqs q+1 .. from-1 are gone: prove none of them was ours. The
+            // newest event of ours before `from` is the first retained one's
+            // predecessor, or (none retained) our high-water mark.
+            let before_from = match snap.first() {
+                Some(f) => snap.prev_in_stream(f.0),
+                None => hi,
+            };
+            if before_from <= q {
+                return Ok(snap);
+            }
+            return Err(SnapshotError::Evicted {
+                wanted: Seq(q + 1),
+                oldest: Seq(oldest),
+                missing: missing_in_stream(&rec, &snap),
+            });
+        }
+        let oldest = sh.oldest();
+        Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing: 1 })
+    }
+}
+
+/// Events of the stream after `q` that were evicted. The stream's events
+/// before the first retained one number `before_first`; the client's cursor
+/// `q` sits at or below the delivered mark (a cursor above it is refused
+/// earlier as not delivered), whose position is `delivered_index`. So
+/// `before_first - delivered_index` is exact when `q` is the mark and a lower
+/// bound otherwise; the caller only asks when at least one is missing.
+fn missing_in_stream(rec: &crate::stream::StreamRecord, snap: &Snapshot) -> u64 {
+    use crate::sync::Ordering::Acquire;
+    let delivered_index = rec.delivered_index.load(Acquire);
+    let before_first = match snap.first() {
+        Some(f) => snap.get(f.0).index_in_stream - 1,
+        None => rec.published.load(Acquire),
+    };
+    before_first.saturating_sub(delivered_index).max(1)
+}
