@@ -39,6 +39,17 @@ pub(crate) struct Chunk {
     init: AtomicUsize,
 }
 
+// SAFETY: a chunk is shared between the producer and readers. Each cell is
+// written once, by the single producer, before the Release/AcqRel store of
+// the ring's head that publishes it; readers only read cells whose seq they
+// saw published with Acquire. After that a cell is immutable until `Drop`,
+// which has exclusive access. The cell contents (`Slot`: ids and `Bytes`)
+// are themselves `Send + Sync`.
+unsafe impl Sync for Chunk {}
+// SAFETY: see `Sync`; moving the last reference to another thread moves
+// `Bytes` values, which are `Send`.
+unsafe impl Send for Chunk {}
+
 impl std::fmt::Debug for Chunk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Chunk").field("first", &self.first).field("len", &self.cells.len()).finish()

@@ -1,1 +1,555 @@
-//! Event-id wire codec (SPEC §4.1). Work in progress.
+//! The SSE event-id wire codec (SPEC §4.1).
+//!
+//! An event id travels as the SSE `id:` field, comes back as a `Last-Event-ID`
+//! header or an upgrade cursor, and is then the only thing that tells the
+//! server which session incarnation, stream and seq a client claims. Seed 003
+//! is the reason it names all three: a cursor that cannot be tied to the
+//! buffer the session id selects is how a `200 OK` turns into a silent gap.
+//!
+//! ```text
+//!   00ab34ff9c01de77_3-42
+//!   \______________/ ^ ^^
+//!      namespace     | seq (decimal u64, no leading zeros)
+//!   (16 lowercase    stream (decimal, >= 1, no leading zeros)
+//!    hex digits)
+//!   \________________/
+//!          tag
+//! ```
+//!
+//! Parsing has two layers, because the resume decision table treats their
+//! failures differently:
+//!
+//! * [`parse_wire`] checks the generic grammar `<tag>-<seq>` (what any
+//!   server's id could look like). A violation is a [`MalformedReason`]; the
+//!   HTTP layer answers `malformed_cursor`.
+//! * [`EventId::parse`] also requires our tag layout `<ns>_<stream>`. A
+//!   well-formed id in any other layout is [`ParseError::ForeignTag`]: it was
+//!   not minted by gapless, so it belongs to another server or an older
+//!   format, and the HTTP layer answers `namespace_mismatch`.
+//!
+//! Both are strict and total: they never panic, never allocate, and look at
+//! no more than [`MAX_LEN`] bytes. Everything [`EventId::parse`] accepts
+//! re-encodes (via `Display`) to exactly the input string.
+
+use crate::{Seq, StreamId};
+use std::fmt;
+use std::str::FromStr;
+
+/// The longest accepted event id, in bytes.
+pub const MAX_LEN: usize = 128;
+
+/// The longest accepted tag (the part before the `-`), in bytes.
+pub const MAX_TAG_LEN: usize = 40;
+
+/// Hex digits of a namespace in a tag.
+const NS_DIGITS: usize = 16;
+
+/// A 64-bit token naming one session incarnation on the wire.
+///
+/// It is random, so it reveals nothing about the session id, and a new
+/// incarnation of the same session key gets a new one, which makes the
+/// cursors of the older incarnation foreign. `Display` prints exactly 16
+/// lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Namespace(pub u64);
+
+impl Namespace {
+    /// Draws a namespace from the operating system's CSPRNG.
+    ///
+    /// # Panics
+    ///
+    /// If the OS has no entropy source to offer (see [`Namespace::try_random`]
+    /// for the fallible form).
+    pub fn random() -> Namespace {
+        match Namespace::try_random() {
+            Ok(ns) => ns,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Draws a namespace from the operating system's CSPRNG, reporting a
+    /// failure of the entropy source instead of panicking.
+    pub fn try_random() -> Result<Namespace, EntropyError> {
+        let mut bytes = [0u8; 8];
+        getrandom::getrandom(&mut bytes).map_err(|e| EntropyError { code: e.code().get() })?;
+        Ok(Namespace(u64::from_le_bytes(bytes)))
+    }
+}
+
+impl fmt::Display for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// The OS entropy source failed ([`Namespace::try_random`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct EntropyError {
+    /// The `getrandom` error code (an OS errno or one of its own codes).
+    pub code: u32,
+}
+
+impl fmt::Display for EntropyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OS random source failed (getrandom code {})", self.code)
+    }
+}
+
+impl std::error::Error for EntropyError {}
+
+/// One event id of our layout: namespace, stream and session-global seq.
+///
+/// `Display` is the wire form `<ns>_<stream>-<seq>`. Seq 0 names no event
+/// (seqs start at 1) but is syntactically valid; judging it is the resume
+/// logic's job, not the codec's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct EventId {
+    /// The session incarnation the event was published in.
+    pub ns: Namespace,
+    /// The stream the event belongs to (>= 1 on the wire).
+    pub stream: StreamId,
+    /// The event's session-global sequence number.
+    pub seq: Seq,
+}
+
+impl EventId {
+    /// Builds an id from its parts.
+    pub const fn new(ns: Namespace, stream: StreamId, seq: Seq) -> EventId {
+        EventId { ns, stream, seq }
+    }
+
+    /// Parses the wire form strictly (see the module docs).
+    ///
+    /// A stream id of 0 is [`ParseError::ForeignTag`]: gapless assigns
+    /// stream ids from 1, so no gapless server minted such a tag.
+    pub fn parse(s: &str) -> Result<EventId, ParseError> {
+        let (tag, seq) = parse_wire(s).map_err(ParseError::Malformed)?;
+        let (ns, stream) = parse_tag(tag).ok_or(ParseError::ForeignTag)?;
+        Ok(EventId { ns: Namespace(ns), stream: StreamId(stream), seq: Seq(seq) })
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_{}-{}", self.ns, self.stream.0, self.seq.0)
+    }
+}
+
+impl FromStr for EventId {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<EventId, ParseError> {
+        EventId::parse(s)
+    }
+}
+
+/// Why a string is not an event id of ours ([`EventId::parse`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ParseError {
+    /// Not even the generic `<tag>-<seq>` grammar (HTTP: `malformed_cursor`).
+    Malformed(MalformedReason),
+    /// A well-formed `<tag>-<seq>` whose tag is not in our
+    /// `<16 lowercase hex>_<stream>` layout (HTTP: `namespace_mismatch`).
+    ForeignTag,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::Malformed(r) => write!(f, "malformed event id: {r}"),
+            ParseError::ForeignTag => f.write_str("event id tag is not a gapless namespace and stream"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ParseError::Malformed(r) => Some(r),
+            ParseError::ForeignTag => None,
+        }
+    }
+}
+
+/// How a string violates the generic `<tag>-<seq>` grammar. Offsets are
+/// byte offsets into the whole input.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MalformedReason {
+    /// The empty string.
+    Empty,
+    /// Longer than [`MAX_LEN`] bytes.
+    TooLong {
+        /// The input's length in bytes.
+        len: usize,
+    },
+    /// No `-` separator.
+    MissingDash,
+    /// More than one `-` (so also any signed seq such as `t--5`).
+    MultipleDashes {
+        /// Offset of the second `-`.
+        at: usize,
+    },
+    /// Nothing before the `-`.
+    EmptyTag,
+    /// The tag is longer than [`MAX_TAG_LEN`] bytes.
+    TagTooLong {
+        /// The tag's length in bytes.
+        len: usize,
+    },
+    /// A tag byte outside `[A-Za-z0-9_]` (any non-ASCII character included).
+    BadTagChar {
+        /// Offset of the first offending byte.
+        at: usize,
+    },
+    /// Nothing after the `-`.
+    EmptySeq,
+    /// A seq byte that is not an ASCII digit (a sign, a space, ...).
+    BadSeqChar {
+        /// Offset of the first offending byte.
+        at: usize,
+    },
+    /// The seq has a leading zero (`"0"` itself is fine).
+    LeadingZero,
+    /// The seq does not fit in a `u64`.
+    SeqOverflow,
+}
+
+impl fmt::Display for MalformedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            MalformedReason::Empty => f.write_str("empty"),
+            MalformedReason::TooLong { len } => write!(f, "{len} bytes, more than {MAX_LEN}"),
+            MalformedReason::MissingDash => f.write_str("no '-' between tag and seq"),
+            MalformedReason::MultipleDashes { at } => write!(f, "second '-' at byte {at}"),
+            MalformedReason::EmptyTag => f.write_str("empty tag"),
+            MalformedReason::TagTooLong { len } => write!(f, "tag of {len} bytes, more than {MAX_TAG_LEN}"),
+            MalformedReason::BadTagChar { at } => write!(f, "tag byte {at} is not [A-Za-z0-9_]"),
+            MalformedReason::EmptySeq => f.write_str("empty seq"),
+            MalformedReason::BadSeqChar { at } => write!(f, "seq byte {at} is not a decimal digit"),
+            MalformedReason::LeadingZero => f.write_str("seq has a leading zero"),
+            MalformedReason::SeqOverflow => f.write_str("seq does not fit in 64 bits"),
+        }
+    }
+}
+
+impl std::error::Error for MalformedReason {}
+
+/// Splits `s` by the generic grammar `<tag>-<seq>` and returns the tag and
+/// the seq. Accepts any tag of 1..=[`MAX_TAG_LEN`] bytes of `[A-Za-z0-9_]`,
+/// whatever its layout.
+pub fn parse_wire(s: &str) -> Result<(&str, u64), MalformedReason> {
+    let b = s.as_bytes();
+    if b.is_empty() {
+        return Err(MalformedReason::Empty);
+    }
+    if b.len() > MAX_LEN {
+        return Err(MalformedReason::TooLong { len: b.len() });
+    }
+    let mut dash = None;
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'-' {
+            if dash.is_some() {
+                return Err(MalformedReason::MultipleDashes { at: i });
+            }
+            dash = Some(i);
+        }
+    }
+    let Some(d) = dash else { return Err(MalformedReason::MissingDash) };
+    // `d` is the offset of an ASCII byte, so both halves are on char boundaries.
+    let (tag, seq) = (&s[..d], &b[d + 1..]);
+    if tag.is_empty() {
+        return Err(MalformedReason::EmptyTag);
+    }
+    if tag.len() > MAX_TAG_LEN {
+        return Err(MalformedReason::TagTooLong { len: tag.len() });
+    }
+    if let Some(at) = tag.bytes().position(|c| !(c.is_ascii_alphanumeric() || c == b'_')) {
+        return Err(MalformedReason::BadTagChar { at });
+    }
+    let seq = parse_decimal(seq).map_err(|e| match e {
+        DecimalError::Empty => MalformedReason::EmptySeq,
+        DecimalError::BadChar(i) => MalformedReason::BadSeqChar { at: d + 1 + i },
+        DecimalError::LeadingZero => MalformedReason::LeadingZero,
+        DecimalError::Overflow => MalformedReason::SeqOverflow,
+    })?;
+    Ok((tag, seq))
+}
+
+/// Reads our tag layout `<16 lowercase hex>_<stream >= 1>`; `None` if the
+/// tag is in any other layout.
+fn parse_tag(tag: &str) -> Option<(u64, u64)> {
+    let b = tag.as_bytes();
+    if b.len() < NS_DIGITS + 2 || b[NS_DIGITS] != b'_' {
+        return None;
+    }
+    let mut ns = 0u64;
+    for &c in &b[..NS_DIGITS] {
+        let digit = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return None,
+        };
+        ns = ns << 4 | u64::from(digit);
+    }
+    match parse_decimal(&b[NS_DIGITS + 1..]) {
+        Ok(0) | Err(_) => None,
+        Ok(stream) => Some((ns, stream)),
+    }
+}
+
+enum DecimalError {
+    Empty,
+    BadChar(usize),
+    LeadingZero,
+    Overflow,
+}
+
+/// Canonical unsigned decimal: digits only, no leading zero unless the whole
+/// number is `0`, fits in a `u64`.
+fn parse_decimal(b: &[u8]) -> Result<u64, DecimalError> {
+    if b.is_empty() {
+        return Err(DecimalError::Empty);
+    }
+    if let Some(i) = b.iter().position(|c| !c.is_ascii_digit()) {
+        return Err(DecimalError::BadChar(i));
+    }
+    if b.len() > 1 && b[0] == b'0' {
+        return Err(DecimalError::LeadingZero);
+    }
+    b.iter().try_fold(0u64, |acc, &c| {
+        acc.checked_mul(10).and_then(|v| v.checked_add(u64::from(c - b'0'))).ok_or(DecimalError::Overflow)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MalformedReason as M;
+
+    const NS: &str = "00ab34ff9c01de77";
+
+    fn id(ns: u64, stream: u64, seq: u64) -> EventId {
+        EventId::new(Namespace(ns), StreamId(stream), Seq(seq))
+    }
+
+    fn malformed(s: &str) -> MalformedReason {
+        match EventId::parse(s) {
+            Err(ParseError::Malformed(r)) => {
+                assert_eq!(parse_wire(s), Err(r), "layers disagree on {s:?}");
+                r
+            }
+            other => panic!("{s:?}: expected malformed, got {other:?}"),
+        }
+    }
+
+    fn foreign(s: &str) {
+        assert!(parse_wire(s).is_ok(), "{s:?} should be well-formed");
+        assert_eq!(EventId::parse(s), Err(ParseError::ForeignTag), "{s:?}");
+    }
+
+    #[test]
+    fn good_ids_parse_and_round_trip() {
+        let cases = [
+            (format!("{NS}_3-42"), id(0x00ab_34ff_9c01_de77, 3, 42)),
+            ("0000000000000000_1-0".to_owned(), id(0, 1, 0)),
+            (
+                "ffffffffffffffff_18446744073709551615-18446744073709551615".to_owned(),
+                id(u64::MAX, u64::MAX, u64::MAX),
+            ),
+        ];
+        for (s, want) in cases {
+            assert_eq!(EventId::parse(&s), Ok(want), "{s}");
+            assert_eq!(s.parse::<EventId>(), Ok(want));
+            assert_eq!(want.to_string(), s);
+        }
+        assert_eq!(id(0x00ab_34ff_9c01_de77, 3, 42).to_string(), "00ab34ff9c01de77_3-42");
+        assert_eq!(Namespace(1).to_string(), "0000000000000001");
+    }
+
+    #[test]
+    fn generic_grammar_accepts_other_layouts() {
+        assert_eq!(parse_wire("abc-0"), Ok(("abc", 0)));
+        assert_eq!(parse_wire("A_z9-7"), Ok(("A_z9", 7)));
+        assert_eq!(parse_wire("_-1"), Ok(("_", 1)));
+        let tag40 = "t".repeat(MAX_TAG_LEN);
+        assert_eq!(parse_wire(&format!("{tag40}-1")), Ok((tag40.as_str(), 1)));
+    }
+
+    #[test]
+    fn each_malformed_reason() {
+        assert_eq!(malformed(""), M::Empty);
+        assert_eq!(malformed(&"1".repeat(MAX_LEN + 1)), M::TooLong { len: MAX_LEN + 1 });
+        assert_eq!(malformed("abc"), M::MissingDash);
+        assert_eq!(malformed("a-b-5"), M::MultipleDashes { at: 3 });
+        assert_eq!(malformed("-5"), M::EmptyTag);
+        assert_eq!(malformed(&format!("{}-1", "t".repeat(MAX_TAG_LEN + 1))), M::TagTooLong { len: 41 });
+        assert_eq!(malformed("ab.c-5"), M::BadTagChar { at: 2 });
+        assert_eq!(malformed("abc-"), M::EmptySeq);
+        assert_eq!(malformed("abc-12x"), M::BadSeqChar { at: 6 });
+        assert_eq!(malformed("abc-007"), M::LeadingZero);
+        assert_eq!(malformed("abc-18446744073709551616"), M::SeqOverflow);
+    }
+
+    #[test]
+    fn length_limit_is_exact() {
+        let tag = "t".repeat(MAX_TAG_LEN);
+        let at_limit = format!("{tag}-{}", "9".repeat(MAX_LEN - MAX_TAG_LEN - 1));
+        assert_eq!(at_limit.len(), MAX_LEN);
+        // 87 nines overflow a u64, but only after the length check passed.
+        assert_eq!(malformed(&at_limit), M::SeqOverflow);
+        assert_eq!(malformed(&format!("{at_limit}9")), M::TooLong { len: MAX_LEN + 1 });
+    }
+
+    #[test]
+    fn ten_kilobyte_inputs_are_refused_by_length() {
+        for s in [
+            "a".repeat(10_240),
+            "-".repeat(10_240),
+            format!("{NS}_1-{}", "1".repeat(10_240)),
+            "é".repeat(5_120),
+        ] {
+            assert_eq!(malformed(&s), M::TooLong { len: s.len() });
+        }
+    }
+
+    #[test]
+    fn seq_bounds() {
+        assert_eq!(EventId::parse(&format!("{NS}_1-{}", u64::MAX)).map(|i| i.seq), Ok(Seq(u64::MAX)));
+        assert_eq!(malformed(&format!("{NS}_1-18446744073709551616")), M::SeqOverflow);
+        assert_eq!(malformed(&format!("{NS}_1-99999999999999999999")), M::SeqOverflow);
+        assert_eq!(malformed(&format!("{NS}_1-0{}", u64::MAX)), M::LeadingZero);
+    }
+
+    #[test]
+    fn signs_and_negative_numbers() {
+        assert_eq!(malformed("-5"), M::EmptyTag);
+        assert_eq!(malformed(&format!("{NS}_1--5")), M::MultipleDashes { at: 19 });
+        assert_eq!(malformed(&format!("{NS}_1-+5")), M::BadSeqChar { at: 19 });
+        assert_eq!(malformed(&format!("{NS}_1- 5")), M::BadSeqChar { at: 19 });
+        assert_eq!(malformed(&format!("{NS}_1-5 ")), M::BadSeqChar { at: 20 });
+        assert_eq!(malformed("--"), M::MultipleDashes { at: 1 });
+        assert_eq!(malformed("-"), M::EmptyTag);
+    }
+
+    #[test]
+    fn leading_zeros() {
+        assert_eq!(malformed("abc-00"), M::LeadingZero);
+        assert_eq!(malformed("abc-01"), M::LeadingZero);
+        assert!(parse_wire("abc-0").is_ok());
+        assert!(parse_wire("0abc-10").is_ok(), "tags may start with 0");
+        foreign(&format!("{NS}_01-5"));
+        foreign(&format!("{NS}_00-5"));
+    }
+
+    #[test]
+    fn unicode_is_malformed_and_never_splits_a_char() {
+        assert_eq!(malformed("é-5"), M::BadTagChar { at: 0 });
+        assert_eq!(malformed("ab\u{00e9}-5"), M::BadTagChar { at: 2 });
+        assert_eq!(malformed("abc-5\u{0665}"), M::BadSeqChar { at: 5 });
+        assert_eq!(malformed("abc-\u{0665}"), M::BadSeqChar { at: 4 }, "Arabic-Indic digit five");
+        assert_eq!(malformed("abc-\u{ff15}"), M::BadSeqChar { at: 4 }, "fullwidth digit five");
+        assert_eq!(malformed("a\u{2010}5"), M::MissingDash, "a Unicode hyphen is not '-'");
+        assert_eq!(malformed("ab\0-5"), M::BadTagChar { at: 2 });
+    }
+
+    #[test]
+    fn foreign_tags() {
+        foreign("abc-5");
+        foreign("1-5"); // a bare numeric id (most SDKs)
+        foreign(&format!("{}_3-42", NS.to_uppercase())); // uppercase hex
+        foreign("00ab34ff9c01de7_3-42"); // 15 digits
+        foreign("00ab34ff9c01de770_3-42"); // 17 digits
+        foreign(&format!("{NS}-42")); // no stream
+        foreign(&format!("{NS}_0-42")); // stream 0
+        foreign(&format!("{NS}_18446744073709551616-42")); // stream overflow
+        foreign(&format!("{NS}_3_4-42")); // extra part
+        foreign(&format!("{NS}__3-42"));
+        foreign("00ab34ff9c01de7g_3-42"); // not hex
+        foreign(&format!("x{NS}_3-42"));
+        foreign(&format!("{NS}3-42")); // separator missing
+    }
+
+    #[test]
+    fn errors_display() {
+        assert_eq!(ParseError::ForeignTag.to_string(), "event id tag is not a gapless namespace and stream");
+        assert_eq!(
+            ParseError::Malformed(M::TooLong { len: 200 }).to_string(),
+            "malformed event id: 200 bytes, more than 128"
+        );
+    }
+
+    #[test]
+    fn random_namespaces_differ() {
+        let a = Namespace::random();
+        let b = Namespace::try_random().unwrap();
+        assert_ne!(a, b, "two 64-bit draws collided");
+        assert_eq!(a.to_string().len(), 16);
+    }
+
+    /// xorshift64*: a tiny deterministic generator for property tests.
+    struct XorShift(u64);
+
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        /// A value with a random bit width, so small and large numbers both occur.
+        fn wide(&mut self) -> u64 {
+            let bits = self.next() % 65;
+            if bits == 64 {
+                self.next()
+            } else {
+                self.next() & ((1u64 << bits) - 1)
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_property() {
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let want = id(rng.next(), rng.wide().max(1), rng.wide());
+            let s = want.to_string();
+            assert!(s.len() <= MAX_LEN);
+            assert_eq!(EventId::parse(&s), Ok(want), "{s}");
+            let (tag, seq) = parse_wire(&s).unwrap();
+            assert_eq!((tag.len() + 1 + seq.to_string().len(), seq), (s.len(), want.seq.0));
+        }
+    }
+
+    #[test]
+    fn whatever_parses_re_encodes_exactly() {
+        // Mutate valid ids byte by byte: anything still accepted must print back unchanged.
+        let alphabet = b"0123456789abcdefABCDEF_-+ x\xff";
+        let mut rng = XorShift(42);
+        let mut accepted = 0;
+        for _ in 0..20_000 {
+            let mut bytes = id(rng.next(), rng.wide().max(1), rng.wide()).to_string().into_bytes();
+            for _ in 0..=rng.next() % 3 {
+                let i = (rng.next() % bytes.len() as u64) as usize;
+                let c = alphabet[(rng.next() % alphabet.len() as u64) as usize];
+                match rng.next() % 3 {
+                    0 => bytes[i] = c,
+                    1 => bytes.insert(i, c),
+                    _ => {
+                        bytes.remove(i);
+                    }
+                }
+                if bytes.is_empty() {
+                    break;
+                }
+            }
+            let s = String::from_utf8_lossy(&bytes);
+            let _ = parse_wire(&s); // total: must not panic
+            if let Ok(got) = EventId::parse(&s) {
+                accepted += 1;
+                assert_eq!(got.to_string(), s, "accepted a non-canonical id");
+            }
+        }
+        assert!(accepted > 1_000, "mutations too destructive to test anything ({accepted})");
+    }
+}

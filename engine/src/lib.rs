@@ -109,25 +109,43 @@
 //! * [`Coverage`]: the wait-free gap check.
 //! * [`Snapshot`]: pinned, zero-copy gaps.
 //! * [`StreamHandle`], [`StreamInfo`]: per-stream bookkeeping.
+//! * [`Hub`], [`Session`], [`SessionId`]: sessions with incarnations, limits
+//!   and a per-session writer lock in front of each ring.
+//! * [`event_id`]: the `<tag>-<seq>` wire codec; [`EventId`], [`Namespace`].
+//! * [`Hub::decide`], [`Decision`], [`Refusal`]: the resume decision table.
+//! * [`Hub::migrate`], [`Hub::redeem`], [`Ticket`]: WebSocket migration tickets.
+//! * `Subscription` (feature `tokio`): replay, then live; paced publishing.
+//! * [`client`]: the sans-IO client guard.
 
 mod chunk;
 pub mod client;
 mod coverage;
 mod event;
 pub mod event_id;
+#[cfg(feature = "tokio")]
+mod facade;
 mod producer;
 mod reader;
+mod resume;
 mod ring;
+mod session;
 mod snapshot;
 mod stream;
 mod sync;
+mod ticket;
 
 pub use coverage::Coverage;
 pub use event::{Event, EventRef, Seq, StreamId};
+pub use event_id::{EventId, Namespace};
+#[cfg(feature = "tokio")]
+pub use facade::Subscription;
 pub use producer::{Producer, PublishError};
 pub use reader::{Cursor, Lagged, Next, Reader};
+pub use resume::{Decision, Refusal, Resume, ResumeRequest, ResumeTarget};
 pub use ring::{
     ring, ConfigError, RingConfig, DEFAULT_BYTE_BUDGET, DEFAULT_CAPACITY, DEFAULT_CHUNK_EVENTS, MAX_CAPACITY,
 };
+pub use session::{ConnectionGuard, Hub, HubConfig, Session, SessionError, SessionId, SessionPublishError};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotIter};
 pub use stream::{StreamHandle, StreamInfo};
+pub use ticket::{IssuedTicket, MigrateError, Migration, Ticket, TicketError};

@@ -120,6 +120,11 @@ impl Producer {
         StreamHandle { rec }
     }
 
+    /// A handle to an already opened stream, if its record is kept.
+    pub fn handle(&self, id: StreamId) -> Option<StreamHandle> {
+        self.shared.stream(id).map(|rec| StreamHandle { rec })
+    }
+
     /// Marks a stream ended and wakes its readers. Idempotent.
     pub fn end_stream(&mut self, stream: &StreamHandle) {
         if stream.rec.ring_id == self.shared.id {
@@ -160,7 +165,10 @@ impl Producer {
         // unwritten and holds `seq`, which is not yet published, so no reader
         // looks at it.
         unsafe {
-            chunk.write(self.fill, Slot { stream: rec.id, index_in_stream: index, prev_in_stream: prev, payload });
+            chunk.write(
+                self.fill,
+                Slot { stream: rec.id, index_in_stream: index, prev_in_stream: prev, payload },
+            );
         }
         self.fill += 1;
         if self.fill == self.shared.config.chunk_events {

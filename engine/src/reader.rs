@@ -91,6 +91,18 @@ impl Reader {
         self.shared.stream(id).map(|r| r.info())
     }
 
+    /// The bookkeeping of every stream whose record is kept, in id order.
+    pub fn streams(&self) -> Vec<StreamInfo> {
+        let mut v: Vec<StreamInfo> = self
+            .shared
+            .streams
+            .load_full()
+            .map(|d| d.values().map(|r| r.info()).collect())
+            .unwrap_or_default();
+        v.sort_by_key(|i| i.id);
+        v
+    }
+
     /// Records that the transport delivered `event` on its stream (every
     /// earlier event of that stream counts as delivered too). Returns `false`
     /// if the stream's record is gone.
@@ -119,7 +131,14 @@ impl Reader {
 
     /// A cursor that yields every event from `next` on, in seq order.
     pub fn cursor(&self, next: Seq) -> Cursor {
-        Cursor { shared: Arc::clone(&self.shared), next: next.0.max(1), chunk: None, stream: None, seen_head: 0 }
+        Cursor {
+            shared: Arc::clone(&self.shared),
+            next: next.0.max(1),
+            chunk: None,
+            stream: None,
+            seen_head: 0,
+            gone: false,
+        }
     }
 
     /// A cursor that yields the events of `stream` from `next` on, and ends
@@ -132,6 +151,7 @@ impl Reader {
             chunk: None,
             stream: Some(rec),
             seen_head: 0,
+            gone: false,
         })
     }
 }
@@ -149,6 +169,8 @@ pub struct Cursor {
     /// Head (without `WAIT_BIT`) seen by the last `try_next` that returned
     /// `Pending`.
     seen_head: u64,
+    /// Reports `End` unconditionally (its stream's record is gone).
+    gone: bool,
 }
 
 impl fmt::Debug for Cursor {
@@ -171,14 +193,13 @@ impl Cursor {
         self.stream.as_ref().map(|r| r.id)
     }
 
-    pub(crate) fn stream_record(&self) -> Option<&Arc<StreamRecord>> {
-        self.stream.as_ref()
-    }
-
     /// Reads the next event without waiting. Errors when the next needed
     /// event was evicted: the cursor never skips.
     pub fn try_next(&mut self) -> Result<Next, Lagged> {
         let sh = &*self.shared;
+        if self.gone {
+            return Ok(Next::End);
+        }
         loop {
             // Ended/closed first: if it is set, the head we load next
             // includes the stream's (ring's) last event.
@@ -227,6 +248,11 @@ impl Cursor {
                 payload: slot.payload.clone(),
             }));
         }
+    }
+
+    /// Makes the cursor report `End` from now on (its stream is gone).
+    pub(crate) fn finish(&mut self) {
+        self.gone = true;
     }
 
     /// Moves the cursor to `next` (e.g. after replaying a snapshot up to

@@ -94,7 +94,8 @@ impl Snapshot {
         for k in k0..=k1 {
             chunks.push(shared.chunk_for(k << shared.chunk_shift | 1)?);
         }
-        let mut s = Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };
+        let mut s =
+            Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };
         match filter {
             None => {
                 s.first = Some(Seq(from));
@@ -170,6 +171,11 @@ impl Snapshot {
         let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
         // SAFETY: as in `get`.
         unsafe { chunk.get(sh.cell_idx(seq)) }.prev_in_stream
+    }
+
+    /// The first yielded event at or after `seq`.
+    pub(crate) fn next_from(&self, seq: u64) -> Option<EventRef<'_>> {
+        SnapshotIter { snap: self, next: seq.max(self.from) }.next()
     }
 
     fn iter_rev_first(&self) -> Option<EventRef<'_>> {

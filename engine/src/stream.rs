@@ -2,7 +2,7 @@
 //! high-water seq, what of it was delivered, and whether it has ended.
 
 use crate::event::{Event, Seq, StreamId};
-use crate::sync::{AtomicBool, AtomicU64, Arc, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 
 /// The shared record of one stream.
 #[derive(Debug)]
@@ -32,9 +32,6 @@ pub(crate) struct StreamRecord {
     /// Set once by the producer when the stream ends (no more events);
     /// Release, read Acquire.
     pub(crate) ended: AtomicBool,
-    /// Position (next seq it wants) of the reader attached to this stream,
-    /// 0 when none is attached. Used by paced publishing.
-    pub(crate) attached: AtomicU64,
 }
 
 impl StreamRecord {
@@ -48,7 +45,6 @@ impl StreamRecord {
             delivered: AtomicU64::new(0),
             delivered_index: AtomicU64::new(0),
             ended: AtomicBool::new(false),
-            attached: AtomicU64::new(0),
         }
     }
 

@@ -1,0 +1,251 @@
+//! The async facade (feature `tokio`): subscriptions that replay a pinned
+//! gap and then follow the ring live, and paced publishing (SPEC §3.8).
+//!
+//! Waking costs the producer nothing while nobody waits: a subscriber that
+//! finds nothing new registers its waker and sets the ring's wake-up bit
+//! with a CAS on `head`; the producer's publishing swap of `head` returns the
+//! old value, and only if that had the bit does it take the waker list's
+//! lock. A publish with no waiting subscriber is the same single swap as
+//! without the facade.
+
+use crate::reader::{Cursor, Lagged, Next};
+use crate::resume::Resume;
+use crate::session::Session;
+use crate::sync::{lock, Arc, Mutex};
+use crate::ticket::Migration;
+use crate::{Event, Reader, Seq, SessionPublishError, Snapshot, SnapshotError, StreamHandle, StreamId};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::task::{Context, Poll};
+
+/// Replays a pinned gap, then follows live events of the same target (a
+/// stream, or the whole session), in seq order, each once.
+#[derive(Debug)]
+pub struct Subscription {
+    /// The pinned gap and the next seq to look at in it.
+    replay: Option<(Snapshot, u64)>,
+    /// Live follower, positioned right after the snapshot's range.
+    live: Cursor,
+    /// Pacing gate this subscription is attached to (stream subscriptions
+    /// created through a session).
+    gate: Option<Arc<PaceGate>>,
+    /// Set after the end or an error: nothing more is yielded.
+    done: bool,
+}
+
+impl Subscription {
+    /// A subscription that yields `snapshot`'s events, then continues live
+    /// from the seq after the snapshot's range.
+    pub fn new(reader: &Reader, snapshot: Snapshot) -> Self {
+        let next = Seq(snapshot.covered_to().0 + 1);
+        let live = match snapshot.stream() {
+            Some(s) => reader.stream_cursor(s, next).unwrap_or_else(|| ended_cursor(reader, s, next)),
+            None => reader.cursor(next),
+        };
+        let from = snapshot.first().map_or(u64::MAX, |s| s.0);
+        Subscription { replay: Some((snapshot, from)), live, gate: None, done: false }
+    }
+
+    /// The stream followed, or `None` for the whole session.
+    pub fn stream(&self) -> Option<StreamId> {
+        self.live.stream()
+    }
+
+    /// Next event without waiting: `Pending` if none yet.
+    pub fn try_recv(&mut self) -> Result<Next, Lagged> {
+        if self.done {
+            return Ok(Next::End);
+        }
+        if let Some((snap, next)) = &mut self.replay {
+            if let Some(e) = snap.next_from(*next) {
+                *next = e.seq.0 + 1;
+                let e = e.to_event();
+                self.consumed(&e);
+                return Ok(Next::Event(e));
+            }
+            self.replay = None;
+        }
+        match self.live.try_next() {
+            Ok(Next::Event(e)) => {
+                self.consumed(&e);
+                Ok(Next::Event(e))
+            }
+            Ok(Next::End) => {
+                self.done = true;
+                Ok(Next::End)
+            }
+            Ok(Next::Pending) => Ok(Next::Pending),
+            Err(l) => {
+                self.done = true;
+                Err(l)
+            }
+        }
+    }
+
+    /// Polls for the next event: `Ready(None)` once the stream ended or the
+    /// session closed; `Ready(Some(Err(..)))` once if it fell behind
+    /// eviction (then `None`).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, Lagged>>> {
+        loop {
+            match self.try_recv() {
+                Ok(Next::Event(e)) => return Poll::Ready(Some(Ok(e))),
+                Ok(Next::End) => return Poll::Ready(None),
+                Err(l) => return Poll::Ready(Some(Err(l))),
+                Ok(Next::Pending) => {
+                    if !self.live.register(cx.waker()) {
+                        continue; // the head moved: look again
+                    }
+                    // Registered: anything after this wakes us. Look once
+                    // more for what happened before (an end, say).
+                    match self.try_recv() {
+                        Ok(Next::Pending) => return Poll::Pending,
+                        Ok(Next::Event(e)) => return Poll::Ready(Some(Ok(e))),
+                        Ok(Next::End) => return Poll::Ready(None),
+                        Err(l) => return Poll::Ready(Some(Err(l))),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for the next event (see [`Subscription::poll_recv`]).
+    pub async fn recv(&mut self) -> Option<Result<Event, Lagged>> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn consumed(&self, e: &Event) {
+        if let Some(g) = &self.gate {
+            g.consumed.store(e.index_in_stream, SeqCst);
+            if g.producer_waiting.load(SeqCst) {
+                g.notify.notify_waiters();
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(g) = self.gate.take() {
+            g.attached.fetch_sub(1, SeqCst);
+            g.notify.notify_waiters();
+        }
+    }
+}
+
+/// A cursor on a stream whose record is gone: ended, nothing left.
+fn ended_cursor(reader: &Reader, _stream: StreamId, next: Seq) -> Cursor {
+    let mut c = reader.cursor(next);
+    c.finish();
+    c
+}
+
+impl Reader {
+    /// Subscribes to every event after `after`: replay, then live.
+    pub fn subscribe(&self, after: Seq) -> Result<Subscription, SnapshotError> {
+        Ok(Subscription::new(self, self.snapshot(after)?))
+    }
+
+    /// Subscribes to the events of `stream` after `after`: replay, then
+    /// live; ends after the stream's last event once it ended.
+    pub fn subscribe_stream(&self, stream: StreamId, after: Seq) -> Result<Subscription, SnapshotError> {
+        Ok(Subscription::new(self, self.snapshot_stream(stream, after)?))
+    }
+}
+
+impl Resume {
+    /// Replays the granted gap, then follows the same target live.
+    pub fn into_subscription(self) -> Subscription {
+        let mut sub = Subscription::new(self.session.reader(), self.snapshot);
+        if let Some(s) = self.stream {
+            sub.gate = Some(self.session.pace.attach(s));
+        }
+        sub
+    }
+}
+
+impl Migration {
+    /// Replays the pinned gap (first seq = cursor + 1), then every live
+    /// event of the session.
+    pub fn into_subscription(self) -> Subscription {
+        Subscription::new(self.session.reader(), self.snapshot)
+    }
+}
+
+/// Per-stream pacing state: the attached readers' progress.
+#[derive(Debug, Default)]
+pub(crate) struct PaceGate {
+    /// Attached subscriptions.
+    attached: AtomicUsize,
+    /// `index_in_stream` of the last event an attached subscription took.
+    consumed: AtomicU64,
+    /// Set by a paced publisher before it sleeps.
+    producer_waiting: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+/// The session's pacing gates, by stream.
+#[derive(Debug, Default)]
+pub(crate) struct PaceTable {
+    gates: Mutex<HashMap<StreamId, Arc<PaceGate>>>,
+}
+
+impl PaceTable {
+    fn attach(&self, stream: StreamId) -> Arc<PaceGate> {
+        let g = Arc::clone(lock(&self.gates).entry(stream).or_default());
+        g.attached.fetch_add(1, SeqCst);
+        g
+    }
+
+    fn get(&self, stream: StreamId) -> Option<Arc<PaceGate>> {
+        let mut gates = lock(&self.gates);
+        // Drop gates nobody is attached to (bounded table).
+        gates.retain(|_, g| Arc::strong_count(g) > 1 || g.attached.load(SeqCst) > 0);
+        gates.get(&stream).cloned()
+    }
+}
+
+impl Session {
+    /// Subscribes to `stream` after `after` and attaches to its pacing gate,
+    /// so that [`Session::publish_paced`] waits for this subscriber.
+    pub fn subscribe_stream(&self, stream: StreamId, after: Seq) -> Result<Subscription, SnapshotError> {
+        let mut sub = self.reader().subscribe_stream(stream, after)?;
+        sub.gate = Some(self.pace.attach(stream));
+        Ok(sub)
+    }
+
+    /// Publishes on `stream`, first waiting (asynchronously) while a
+    /// subscriber attached to it lags more than `high_water` events of the
+    /// stream. Never waits when none is attached; the wait ends when the
+    /// subscriber catches up or detaches.
+    pub async fn publish_paced(
+        &self,
+        stream: &StreamHandle,
+        payload: Bytes,
+        high_water: u64,
+    ) -> Result<Seq, SessionPublishError> {
+        if let Some(gate) = self.pace.get(stream.id()) {
+            loop {
+                let lagging = || {
+                    gate.attached.load(SeqCst) > 0
+                        && stream.info().published.saturating_sub(gate.consumed.load(SeqCst)) > high_water
+                };
+                if !lagging() || self.is_closed() {
+                    break;
+                }
+                let notified = gate.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                gate.producer_waiting.store(true, SeqCst);
+                if !lagging() {
+                    gate.producer_waiting.store(false, SeqCst);
+                    break;
+                }
+                notified.await;
+                gate.producer_waiting.store(false, SeqCst);
+            }
+        }
+        self.publish(stream, payload)
+    }
+}
