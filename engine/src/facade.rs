@@ -11,13 +11,14 @@
 use crate::reader::{Cursor, Lagged, Next};
 use crate::resume::Resume;
 use crate::session::Session;
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{lock, Mutex};
 use crate::ticket::Migration;
 use crate::{Event, Reader, Seq, SessionPublishError, Snapshot, SnapshotError, StreamHandle, StreamId};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Replays a pinned gap, then follows live events of the same target (a
@@ -157,9 +158,11 @@ impl Reader {
 impl Resume {
     /// Replays the granted gap, then follows the same target live.
     pub fn into_subscription(self) -> Subscription {
-        let mut sub = Subscription::new(self.session.reader(), self.snapshot);
+        let session = self.session;
+        let consumed = replay_start(&session, &self.snapshot);
+        let mut sub = Subscription::new(session.reader(), self.snapshot);
         if let Some(s) = self.stream {
-            sub.gate = Some(self.session.pace.attach(s));
+            sub.gate = Some(session.pace.attach(s, consumed));
         }
         sub
     }
@@ -192,10 +195,20 @@ pub(crate) struct PaceTable {
 }
 
 impl PaceTable {
-    fn attach(&self, stream: StreamId) -> Arc<PaceGate> {
+    /// Attaches a subscription that has already taken the stream's events
+    /// up to position `consumed`.
+    fn attach(&self, stream: StreamId, consumed: u64) -> Arc<PaceGate> {
         let g = Arc::clone(lock(&self.gates).entry(stream).or_default());
+        g.consumed.fetch_max(consumed, SeqCst);
         g.attached.fetch_add(1, SeqCst);
         g
+    }
+
+    /// Wakes every waiting paced publisher (the session closed).
+    pub(crate) fn wake_all(&self) {
+        for g in lock(&self.gates).values() {
+            g.notify.notify_waiters();
+        }
     }
 
     fn get(&self, stream: StreamId) -> Option<Arc<PaceGate>> {
@@ -206,30 +219,43 @@ impl PaceTable {
     }
 }
 
+/// Stream position the subscriber has taken before the snapshot's first
+/// event (all of the stream's events so far when the snapshot is empty).
+fn replay_start(session: &Session, snapshot: &Snapshot) -> u64 {
+    match snapshot.iter().next() {
+        Some(e) => e.index_in_stream - 1,
+        None => snapshot.stream().and_then(|s| session.reader().stream(s)).map_or(0, |i| i.published),
+    }
+}
+
 impl Session {
     /// Subscribes to `stream` after `after` and attaches to its pacing gate,
     /// so that [`Session::publish_paced`] waits for this subscriber.
     pub fn subscribe_stream(&self, stream: StreamId, after: Seq) -> Result<Subscription, SnapshotError> {
-        let mut sub = self.reader().subscribe_stream(stream, after)?;
-        sub.gate = Some(self.pace.attach(stream));
+        let snapshot = self.reader().snapshot_stream(stream, after)?;
+        let consumed = replay_start(self, &snapshot);
+        let mut sub = Subscription::new(self.reader(), snapshot);
+        sub.gate = Some(self.pace.attach(stream, consumed));
         Ok(sub)
     }
 
     /// Publishes on `stream`, first waiting (asynchronously) while a
-    /// subscriber attached to it lags more than `high_water` events of the
-    /// stream. Never waits when none is attached; the wait ends when the
-    /// subscriber catches up or detaches.
+    /// subscriber attached to it has `high_water` or more of the stream's
+    /// events unread, so that it never lags by more than `high_water`
+    /// (at least 1). Never waits when none is attached; the wait ends when
+    /// the subscriber catches up or detaches, or the session closes.
     pub async fn publish_paced(
         &self,
         stream: &StreamHandle,
         payload: Bytes,
         high_water: u64,
     ) -> Result<Seq, SessionPublishError> {
+        let high_water = high_water.max(1);
         if let Some(gate) = self.pace.get(stream.id()) {
             loop {
                 let lagging = || {
                     gate.attached.load(SeqCst) > 0
-                        && stream.info().published.saturating_sub(gate.consumed.load(SeqCst)) > high_water
+                        && stream.info().published.saturating_sub(gate.consumed.load(SeqCst)) >= high_water
                 };
                 if !lagging() || self.is_closed() {
                     break;
@@ -238,7 +264,7 @@ impl Session {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 gate.producer_waiting.store(true, SeqCst);
-                if !lagging() {
+                if !lagging() || self.is_closed() {
                     gate.producer_waiting.store(false, SeqCst);
                     break;
                 }

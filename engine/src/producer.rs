@@ -183,10 +183,18 @@ impl Producer {
         self.head = seq;
         // The publication point: the cell and the stream record written
         // above happen-before any reader's Acquire load that sees `seq`.
-        #[cfg(not(gapless_mutant = "relaxed_publish"))]
+        #[cfg(not(any(gapless_mutant = "relaxed_publish", gapless_mutant = "plain_store_publish")))]
         let old = self.shared.head.swap(seq, Ordering::AcqRel);
         #[cfg(gapless_mutant = "relaxed_publish")]
         let old = self.shared.head.swap(seq, Ordering::Relaxed);
+        // Mutant: a load then a store instead of one swap; a reader's CAS of
+        // the wake-up bit in between is lost.
+        #[cfg(gapless_mutant = "plain_store_publish")]
+        let old = {
+            let old = self.shared.head.load(Ordering::Acquire);
+            self.shared.head.store(seq, Ordering::Release);
+            old
+        };
         if old & WAIT_BIT != 0 {
             self.shared.wake_all();
         }

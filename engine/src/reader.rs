@@ -269,24 +269,29 @@ impl Cursor {
     /// between).
     pub fn register(&self, waker: &Waker) -> bool {
         let sh = &*self.shared;
-        {
-            let mut ws = lock(&sh.wakers);
-            if !ws.iter().any(|w| w.will_wake(waker)) {
-                ws.push(waker.clone());
-            }
-        }
+        // The waker goes in *before* the bit is set: a producer that sees the
+        // bit then finds it in the list.
+        self.push_waker(waker);
         let mut cur = sh.head.load(Ordering::Acquire);
-        loop {
+        let registered = loop {
             if cur & MAX_SEQ != self.seen_head {
-                return false;
+                break false;
             }
             if cur & WAIT_BIT != 0 {
-                return true;
+                break true;
             }
             match sh.head.compare_exchange_weak(cur, cur | WAIT_BIT, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
+                Ok(_) => break true,
                 Err(actual) => cur = actual,
             }
+        };
+        registered
+    }
+
+    fn push_waker(&self, waker: &Waker) {
+        let mut ws = lock(&self.shared.wakers);
+        if !ws.iter().any(|w| w.will_wake(waker)) {
+            ws.push(waker.clone());
         }
     }
 }

@@ -7,10 +7,10 @@
 
 use crate::event_id::{EventId, MalformedReason, ParseError};
 use crate::session::{Hub, Session, SessionError};
-use crate::sync::Arc;
 use crate::{Seq, Snapshot, SnapshotError, StreamId};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// What a resume wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

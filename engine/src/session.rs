@@ -13,12 +13,13 @@
 use crate::event_id::{EventId, Namespace};
 use crate::ring::{ring, ConfigError, RingConfig};
 use crate::stream::StreamHandle;
-use crate::sync::{lock, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::ticket::TicketBook;
 use crate::{Producer, PublishError, Reader, Seq, StreamId};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A session id: 128 bits from the OS CSPRNG, written as 32 lowercase hex
@@ -464,5 +465,7 @@ impl Session {
             drop(p);
         }
         self.tickets.clear();
+        #[cfg(feature = "tokio")]
+        self.pace.wake_all();
     }
 }

@@ -92,7 +92,7 @@ impl Snapshot {
         let (k0, k1) = (shared.chunk_no(from), shared.chunk_no(to));
         let mut chunks = Vec::with_capacity((k1 - k0 + 1) as usize);
         for k in k0..=k1 {
-            chunks.push(shared.chunk_for(k << shared.chunk_shift | 1)?);
+            chunks.push(shared.chunk_for((k << shared.chunk_shift) + 1)?);
         }
         let mut s =
             Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };

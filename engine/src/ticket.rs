@@ -4,10 +4,11 @@
 
 use crate::event_id::EventId;
 use crate::session::{Hub, Session, SessionId};
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{lock, Mutex};
 use crate::{Seq, Snapshot};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A ticket's secret: 128 bits from the OS CSPRNG, written as 32 hex digits.
 #[derive(Clone, PartialEq, Eq)]

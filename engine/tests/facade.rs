@@ -1,0 +1,174 @@
+//! The async facade: subscriptions (replay, then live) and paced publishing.
+#![cfg(feature = "tokio")]
+
+use bytes::Bytes;
+use gapless::{ring, Hub, HubConfig, Lagged, RingConfig, Seq};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn payload(seq: u64) -> Bytes {
+    Bytes::copy_from_slice(&seq.to_le_bytes())
+}
+
+/// Many subscribers follow a fast producer: each sees every seq exactly
+/// once, in order, or ends with an explicit lag error (then nothing more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_subscribers_see_every_seq_once_or_lag() {
+    let n: u64 = if cfg!(miri) { 200 } else { 50_000 };
+    let (mut p, r) = ring(RingConfig::new(1024, 1 << 20)).unwrap();
+    let s = p.open_stream();
+    let mut tasks = vec![];
+    for _ in 0..8 {
+        let mut sub = r.subscribe(Seq(0)).unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut next = 1;
+            let mut lag = None;
+            while let Some(item) = sub.recv().await {
+                match item {
+                    Ok(e) => {
+                        assert_eq!(e.seq.0, next, "hole or duplicate");
+                        assert_eq!(&e.payload[..], &payload(next)[..]);
+                        next += 1;
+                    }
+                    Err(l) => {
+                        assert!(l.wanted.0 == next && l.wanted < l.oldest);
+                        lag = Some(l);
+                    }
+                }
+            }
+            (next - 1, lag)
+        }));
+    }
+    let producer = tokio::spawn(async move {
+        for i in 1..=n {
+            p.publish(&s, payload(i)).unwrap();
+            if i % 256 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(p); // closes: followers end
+    });
+    producer.await.unwrap();
+    for t in tasks {
+        let (last, lag): (u64, Option<Lagged>) = t.await.unwrap();
+        assert!(last == n || lag.is_some(), "ended at {last} of {n} without an error");
+    }
+}
+
+/// A subscription created while the producer is publishing has no hole and
+/// no duplicate at the replay/live boundary. Repeated many times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_during_publish_has_no_seam() {
+    let rounds = if cfg!(miri) { 5 } else { 1000 };
+    for round in 0..rounds {
+        let (mut p, r) = ring(RingConfig::new(4096, 1 << 22)).unwrap();
+        let s = p.open_stream();
+        let total = 64u64;
+        let producer = std::thread::spawn(move || {
+            for i in 1..=total {
+                p.publish(&s, payload(i)).unwrap();
+                if i % 8 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        // Subscribe from a cursor somewhere in what exists now.
+        let after = Seq(r.head().0 / 2);
+        let mut sub = r.subscribe(after).unwrap();
+        let mut next = after.0 + 1;
+        while let Some(item) = sub.recv().await {
+            let e = item.unwrap();
+            assert_eq!(e.seq.0, next, "round {round}: seam at {next}");
+            next += 1;
+        }
+        assert_eq!(next, total + 1, "round {round}");
+        producer.join().unwrap();
+    }
+}
+
+/// A stream subscription ends cleanly when its stream ends, skipping the
+/// other streams' events.
+#[tokio::test]
+async fn stream_subscription_ends_with_its_stream() {
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let s = hub.create(None).unwrap();
+    let a = s.open_stream().unwrap();
+    let b = s.open_stream().unwrap();
+    let mut sub = s.subscribe_stream(a.id(), Seq(0)).unwrap();
+    let s2 = Arc::clone(&s);
+    let (a2, b2) = (a.clone(), b.clone());
+    let w = tokio::spawn(async move {
+        for i in 0..10 {
+            s2.publish(&a2, Bytes::from(vec![i])).unwrap();
+            s2.publish(&b2, Bytes::new()).unwrap();
+            tokio::task::yield_now().await;
+        }
+        s2.end_stream(&a2).unwrap();
+    });
+    let mut got = vec![];
+    while let Some(e) = sub.recv().await {
+        let e = e.unwrap();
+        assert_eq!(e.stream, a.id());
+        got.push(e.payload[0]);
+    }
+    assert_eq!(got, (0..10).collect::<Vec<u8>>());
+    w.await.unwrap();
+}
+
+/// A session's deletion ends whole-session subscriptions.
+#[tokio::test]
+async fn session_removal_ends_subscriptions() {
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let s = hub.create(None).unwrap();
+    let mut sub = s.reader().subscribe(Seq(0)).unwrap();
+    s.publish(s.standalone(), Bytes::from_static(b"x")).unwrap();
+    assert_eq!(sub.recv().await.unwrap().unwrap().seq, Seq(1));
+    let id = s.id();
+    let t = tokio::spawn(async move { sub.recv().await.is_none() });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    hub.remove(&id);
+    assert!(tokio::time::timeout(Duration::from_secs(5), t).await.unwrap().unwrap());
+}
+
+/// Paced publish waits while the attached subscriber lags beyond the mark,
+/// resumes as it reads, and never waits when nobody is attached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paced_publish_waits_only_for_attached_laggards() {
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let s = hub.create(None).unwrap();
+    let st = s.open_stream().unwrap();
+    // Nobody attached: 100 paced publishes with a mark of 2 complete at once.
+    for _ in 0..100 {
+        tokio::time::timeout(Duration::from_secs(5), s.publish_paced(&st, Bytes::new(), 2))
+            .await
+            .expect("paced publish waited with no reader attached")
+            .unwrap();
+    }
+    let mut sub = s.subscribe_stream(st.id(), Seq(100)).unwrap();
+    let (s2, st2) = (Arc::clone(&s), st.clone());
+    let writer = tokio::spawn(async move {
+        for _ in 0..50 {
+            s2.publish_paced(&st2, Bytes::new(), 4).await.unwrap();
+        }
+    });
+    // While we do not read, the writer stops at the mark (4 ahead).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(st.info().published, 104, "writer did not stop at the high-water mark");
+    // Reading lets it go on; we see every event.
+    let mut n = 0;
+    while n < 50 {
+        sub.recv().await.unwrap().unwrap();
+        n += 1;
+    }
+    tokio::time::timeout(Duration::from_secs(5), writer).await.unwrap().unwrap();
+    // Detaching releases a waiting writer.
+    let (s3, st3) = (Arc::clone(&s), st.clone());
+    let writer = tokio::spawn(async move {
+        for _ in 0..20 {
+            s3.publish_paced(&st3, Bytes::new(), 1).await.unwrap();
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(sub);
+    tokio::time::timeout(Duration::from_secs(5), writer).await.unwrap().unwrap();
+}
