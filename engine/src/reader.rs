@@ -273,7 +273,7 @@ impl Cursor {
         // bit then finds it in the list.
         self.push_waker(waker);
         let mut cur = sh.head.load(Ordering::Acquire);
-        let registered = loop {
+        loop {
             if cur & MAX_SEQ != self.seen_head {
                 break false;
             }
@@ -284,8 +284,7 @@ impl Cursor {
                 Ok(_) => break true,
                 Err(actual) => cur = actual,
             }
-        };
-        registered
+        }
     }
 
     fn push_waker(&self, waker: &Waker) {
