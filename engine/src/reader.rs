@@ -91,6 +91,12 @@ impl Reader {
         self.shared.stream(id).map(|r| r.info())
     }
 
+    /// A handle to stream `id` (to mark deliveries or read its bookkeeping),
+    /// if its record is kept. Publishing through it still needs the producer.
+    pub fn handle(&self, id: StreamId) -> Option<crate::StreamHandle> {
+        self.shared.stream(id).map(|rec| crate::StreamHandle { rec })
+    }
+
     /// The bookkeeping of every stream whose record is kept, in id order.
     pub fn streams(&self) -> Vec<StreamInfo> {
         let mut v: Vec<StreamInfo> = self

@@ -1,0 +1,66 @@
+//! Server configuration; every field has the SPEC §5 default.
+
+use gapless::{HubConfig, RingConfig};
+use std::time::Duration;
+
+/// Limits and knobs of the transport.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Engine limits: ring size, sessions, idle timeout, tickets.
+    pub hub: HubConfig,
+    /// SSE `retry:` sent in priming events (default 1000 ms).
+    pub sse_retry: Duration,
+    /// Largest accepted request body (default 4 MiB).
+    pub max_body_bytes: usize,
+    /// Largest accepted total size of request headers (default 16 KiB).
+    pub max_header_bytes: usize,
+    /// Allowed `Origin` values (exact, e.g. `https://app.example`). Origins
+    /// on a loopback host (`localhost`, `127.0.0.1`, `[::1]`) are allowed
+    /// unless `allow_loopback_origins` is false. Requests without `Origin`
+    /// (non-browser clients) are allowed.
+    pub allowed_origins: Vec<String>,
+    /// Allow `http(s)://localhost|127.0.0.1|[::1][:port]` origins.
+    pub allow_loopback_origins: bool,
+    /// Allowed `Host` header names (without port). Empty: only loopback
+    /// names, which is right for a server bound to loopback (DNS-rebinding
+    /// protection); `*` allows any.
+    pub allowed_hosts: Vec<String>,
+    /// A paced publish waits while the attached reader of its stream has
+    /// this many events unread (default: half the ring).
+    pub pace_high_water: u64,
+    /// SSE keep-alive comment interval (default 15 s); it also detects dead
+    /// connections.
+    pub keepalive: Duration,
+    /// How long a server → client request waits for its response (60 s).
+    pub client_request_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let hub = HubConfig::default();
+        ServerConfig {
+            hub,
+            sse_retry: Duration::from_millis(1000),
+            max_body_bytes: 4 << 20,
+            max_header_bytes: 16 << 10,
+            allowed_origins: Vec::new(),
+            allow_loopback_origins: true,
+            allowed_hosts: Vec::new(),
+            pace_high_water: (hub.ring.capacity as u64 / 2).max(1),
+            keepalive: Duration::from_secs(15),
+            client_request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Sets the ring bounds, keeping the pacing mark at half the ring.
+    pub fn with_ring(mut self, ring: RingConfig) -> Self {
+        self.hub.ring = ring;
+        self.pace_high_water = (ring.capacity as u64 / 2).max(1);
+        self
+    }
+}
+
+/// MCP protocol versions this transport speaks, newest first.
+pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];

@@ -1,0 +1,294 @@
+//! The seam between the transport and the application (SPEC §5.2).
+//!
+//! An application implements [`Host`]; the transport calls it for every
+//! JSON-RPC request it does not handle itself (`initialize`, `ping`,
+//! `logging/setLevel`) with a [`RequestContext`] that publishes on the
+//! request's own stream, sends server → client requests and awaits their
+//! responses, and observes cancellation and the session's log level.
+
+use crate::jsonrpc::{self, RpcError};
+use crate::state::Conn;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use gapless::{Seq, SessionPublishError, StreamHandle};
+use serde_json::{json, Value};
+use std::fmt;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// An MCP application behind the transport.
+pub trait Host: Send + Sync + 'static {
+    /// `serverInfo` in the `initialize` result.
+    fn server_info(&self) -> Value {
+        json!({"name": "gapless-server", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    /// `capabilities` in the `initialize` result.
+    fn capabilities(&self) -> Value;
+
+    /// Optional `instructions` in the `initialize` result.
+    fn instructions(&self) -> Option<String> {
+        None
+    }
+
+    /// Handles one request; the result (or error) becomes the response.
+    fn handle(
+        &self,
+        method: String,
+        params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+
+    /// Called for client notifications other than `initialized` and
+    /// `cancelled` (which the transport handles).
+    fn on_notification(&self, _method: &str, _params: &Value, _session: &SessionHandle) {}
+}
+
+/// Why something could not be sent to the client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SendError {
+    /// The session is gone.
+    Closed,
+    /// The ring refused the event (e.g. larger than its byte budget).
+    Refused(String),
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Closed => f.write_str("session closed"),
+            SendError::Refused(r) => write!(f, "event refused: {r}"),
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+impl From<SessionPublishError> for SendError {
+    fn from(e: SessionPublishError) -> Self {
+        match e {
+            SessionPublishError::Closed => SendError::Closed,
+            SessionPublishError::Publish(p) => SendError::Refused(p.to_string()),
+        }
+    }
+}
+
+/// Why a server → client request got no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientRequestError {
+    /// It could not be sent.
+    Send(SendError),
+    /// The client answered with a JSON-RPC error.
+    Error(Value),
+    /// No answer in time.
+    Timeout,
+    /// The originating request was cancelled, or the session ended.
+    Cancelled,
+}
+
+impl fmt::Display for ClientRequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientRequestError::Send(e) => e.fmt(f),
+            ClientRequestError::Error(e) => write!(f, "client returned an error: {e}"),
+            ClientRequestError::Timeout => f.write_str("client did not answer in time"),
+            ClientRequestError::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for ClientRequestError {}
+
+/// MCP log levels, in increasing severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+impl LogLevel {
+    /// All levels, in order.
+    pub const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][self as usize]
+    }
+
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+/// A handle on a session for the application: publish on the standalone
+/// stream.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) conn: Arc<Conn>,
+}
+
+impl fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionHandle").field("session", &self.conn.session.id()).finish()
+    }
+}
+
+impl SessionHandle {
+    /// The session id.
+    pub fn id(&self) -> String {
+        self.conn.session.id().to_string()
+    }
+
+    /// Publishes a notification on the standalone (GET) stream, paced.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
+        self.conn.publish_json(self.conn.session.standalone(), &jsonrpc::notification(method, params)).await
+    }
+
+    /// Publishes raw, already serialized JSON-RPC bytes on the standalone
+    /// stream (paced). The caller guarantees they are one JSON message.
+    pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
+        self.conn.publish_bytes(self.conn.session.standalone(), message).await
+    }
+
+    /// Sends a log notification on the standalone stream if the session's
+    /// level lets it through; `Ok(None)` when filtered.
+    pub async fn log(
+        &self,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<Option<Seq>, SendError> {
+        if level < self.conn.log_level() {
+            return Ok(None);
+        }
+        self.notify("notifications/message", log_params(level, logger, data)).await.map(Some)
+    }
+}
+
+fn log_params(level: LogLevel, logger: Option<&str>, data: Value) -> Value {
+    let mut p = json!({"level": level.as_str(), "data": data});
+    if let Some(l) = logger {
+        p["logger"] = json!(l);
+    }
+    p
+}
+
+/// What a request handler gets: its stream, its cancellation, the session.
+pub struct RequestContext {
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) stream: StreamHandle,
+    pub(crate) request_id: Value,
+    pub(crate) progress_token: Option<Value>,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl fmt::Debug for RequestContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestContext").field("request_id", &self.request_id).finish_non_exhaustive()
+    }
+}
+
+impl RequestContext {
+    /// The JSON-RPC id of the request being handled.
+    pub fn request_id(&self) -> &Value {
+        &self.request_id
+    }
+
+    /// `params._meta.progressToken`, if the client sent one.
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.progress_token.as_ref()
+    }
+
+    /// The session.
+    pub fn session(&self) -> SessionHandle {
+        SessionHandle { conn: Arc::clone(&self.conn) }
+    }
+
+    /// Publishes a notification on this request's stream (paced: waits while
+    /// an attached client lags far behind; never when none is attached).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
+        self.conn.publish_json(&self.stream, &jsonrpc::notification(method, params)).await
+    }
+
+    /// Publishes raw, already serialized JSON-RPC bytes on this request's
+    /// stream (paced). The caller guarantees they are one JSON message.
+    pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
+        self.conn.publish_bytes(&self.stream, message).await
+    }
+
+    /// Sends `notifications/message` on this request's stream if the
+    /// session's level lets it through; `Ok(None)` when filtered.
+    pub async fn log(
+        &self,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<Option<Seq>, SendError> {
+        if level < self.conn.log_level() {
+            return Ok(None);
+        }
+        self.notify("notifications/message", log_params(level, logger, data)).await.map(Some)
+    }
+
+    /// Sends `notifications/progress` if the client asked for progress
+    /// (`Ok(None)` when it sent no progress token).
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<Option<Seq>, SendError> {
+        let Some(token) = &self.progress_token else { return Ok(None) };
+        let mut p = json!({"progressToken": token, "progress": progress});
+        if let Some(t) = total {
+            p["total"] = json!(t);
+        }
+        if let Some(m) = message {
+            p["message"] = json!(m);
+        }
+        self.notify("notifications/progress", p).await.map(Some)
+    }
+
+    /// Sends a request to the client on this request's stream (e.g.
+    /// `sampling/createMessage`, `elicitation/create`) and waits for the
+    /// response the client POSTs back (or sends over its WebSocket).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
+        self.conn.client_request(&self.stream, method, params, &self.cancel).await
+    }
+
+    /// Whether the client cancelled this request (`notifications/cancelled`)
+    /// or the session ended.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves when [`RequestContext::is_cancelled`] becomes true.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+
+    /// Ends the HTTP connection currently carrying this request's stream
+    /// once the client has received what was published so far (SEP-1699
+    /// polling): the client reconnects with `Last-Event-ID` and the rest of
+    /// the stream is replayed there.
+    pub async fn close_sse_stream(&self) {
+        self.conn.close_stream_connection(&self.stream).await
+    }
+}

@@ -1,0 +1,140 @@
+//! JSON-RPC 2.0 message classification for MCP.
+
+use serde_json::{json, Value};
+
+/// Standard JSON-RPC error codes used here.
+pub mod code {
+    /// Invalid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Bad parameters.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Server error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// Error code.
+    pub code: i64,
+    /// Message.
+    pub message: String,
+    /// Optional data.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with a code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into(), data: None }
+    }
+    /// -32602.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(code::INVALID_PARAMS, message)
+    }
+    /// -32601.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(code::METHOD_NOT_FOUND, format!("method not found: {method}"))
+    }
+    /// The error object as JSON.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            v["data"] = d.clone();
+        }
+        v
+    }
+}
+
+/// One incoming message.
+#[derive(Debug, Clone)]
+pub enum Incoming {
+    /// A request: has `id` and `method`.
+    Request {
+        /// Its id (number or string).
+        id: Value,
+        /// Method.
+        method: String,
+        /// Params (`Null` when absent).
+        params: Value,
+    },
+    /// A notification: `method` without `id`.
+    Notification {
+        /// Method.
+        method: String,
+        /// Params.
+        params: Value,
+    },
+    /// A response to a server → client request.
+    Response {
+        /// The id it answers.
+        id: Value,
+        /// `Ok(result)` or `Err(error object)`.
+        outcome: Result<Value, Value>,
+    },
+}
+
+/// Classifies a parsed JSON value; `Err` is a JSON-RPC "invalid request".
+pub fn classify(v: Value) -> Result<Incoming, RpcError> {
+    let Value::Object(mut m) = v else {
+        return Err(RpcError::new(
+            code::INVALID_REQUEST,
+            "a JSON-RPC message must be an object (batches are not supported)",
+        ));
+    };
+    if m.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(RpcError::new(code::INVALID_REQUEST, "missing or wrong \"jsonrpc\": \"2.0\""));
+    }
+    let id = m.remove("id");
+    if let Some(id) = &id {
+        if !(id.is_string() || id.is_i64() || id.is_u64()) {
+            return Err(RpcError::new(code::INVALID_REQUEST, "\"id\" must be a string or an integer"));
+        }
+    }
+    match (m.remove("method"), id) {
+        (Some(Value::String(method)), Some(id)) => {
+            Ok(Incoming::Request { id, method, params: m.remove("params").unwrap_or(Value::Null) })
+        }
+        (Some(Value::String(method)), None) => {
+            Ok(Incoming::Notification { method, params: m.remove("params").unwrap_or(Value::Null) })
+        }
+        (Some(_), _) => Err(RpcError::new(code::INVALID_REQUEST, "\"method\" must be a string")),
+        (None, Some(id)) => match (m.remove("result"), m.remove("error")) {
+            (Some(r), None) => Ok(Incoming::Response { id, outcome: Ok(r) }),
+            (None, Some(e)) => Ok(Incoming::Response { id, outcome: Err(e) }),
+            _ => Err(RpcError::new(
+                code::INVALID_REQUEST,
+                "a response needs exactly one of \"result\" and \"error\"",
+            )),
+        },
+        (None, None) => {
+            Err(RpcError::new(code::INVALID_REQUEST, "neither a request, a notification nor a response"))
+        }
+    }
+}
+
+/// A response message.
+pub fn response(id: &Value, outcome: Result<Value, RpcError>) -> Value {
+    match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()}),
+    }
+}
+
+/// A notification message.
+pub fn notification(method: &str, params: Value) -> Value {
+    if params.is_null() {
+        json!({"jsonrpc": "2.0", "method": method})
+    } else {
+        json!({"jsonrpc": "2.0", "method": method, "params": params})
+    }
+}
+
+/// A request message.
+pub fn request(id: &Value, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}

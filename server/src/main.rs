@@ -1,0 +1,97 @@
+//! `gapless-server`: the bundled MCP server (demo tools plus the
+//! conformance fixtures) on Streamable HTTP.
+
+use clap::Parser;
+use gapless::RingConfig;
+use gapless_server::{demo::DemoHost, McpServer, ServerConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tracing_subscriber::EnvFilter;
+
+/// An MCP server whose streams never lose an event silently.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: SocketAddr,
+    /// Endpoint path.
+    #[arg(long, default_value = "/mcp")]
+    path: String,
+    /// Events retained per session ring.
+    #[arg(long, default_value_t = gapless::DEFAULT_CAPACITY)]
+    ring_events: usize,
+    /// Payload bytes retained per session ring.
+    #[arg(long, default_value_t = gapless::DEFAULT_BYTE_BUDGET)]
+    ring_bytes: usize,
+    /// Most live sessions.
+    #[arg(long, default_value_t = 10_000)]
+    max_sessions: usize,
+    /// Seconds a session may sit with no connection and no request.
+    #[arg(long, default_value_t = 600)]
+    idle_timeout_secs: u64,
+    /// Seconds a WebSocket migration ticket stays valid.
+    #[arg(long, default_value_t = 30)]
+    ticket_ttl_secs: u64,
+    /// SSE `retry:` hint in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    sse_retry_ms: u64,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Extra allowed Origin (repeatable); loopback origins are always allowed.
+    #[arg(long = "allow-origin")]
+    allowed_origins: Vec<String>,
+    /// Extra allowed Host name (repeatable; `*` for any); loopback names are always allowed.
+    #[arg(long = "allow-host")]
+    allowed_hosts: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+    let a = Args::parse();
+    let ring = RingConfig::new(a.ring_events, a.ring_bytes);
+    let mut config = ServerConfig::default().with_ring(ring);
+    config.hub.max_sessions = a.max_sessions;
+    config.hub.idle_timeout = Duration::from_secs(a.idle_timeout_secs);
+    config.hub.ticket_ttl = Duration::from_secs(a.ticket_ttl_secs);
+    config.sse_retry = Duration::from_millis(a.sse_retry_ms);
+    config.max_body_bytes = a.max_body_bytes;
+    config.allowed_origins = a.allowed_origins;
+    config.allowed_hosts = a.allowed_hosts;
+    if let Err(e) = gapless::Hub::new(config.hub) {
+        eprintln!("gapless-server: invalid ring configuration: {e}");
+        std::process::exit(2);
+    }
+    let server = McpServer::new(DemoHost, config, &a.path);
+    let sweeper = server.spawn_sweeper(Duration::from_secs(10));
+    let listener = tokio::net::TcpListener::bind(a.bind).await?;
+    tracing::info!(addr = %listener.local_addr()?, path = %a.path, "gapless-server listening");
+    let s2 = server.clone();
+    let result = axum::serve(listener, server.router())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            tracing::info!("shutting down");
+            s2.shutdown();
+        })
+        .await;
+    sweeper.abort();
+    result
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

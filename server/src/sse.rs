@@ -1,0 +1,143 @@
+//! SSE response bodies that record delivery when the HTTP layer accepts a
+//! frame (SPEC §2, "delivered").
+//!
+//! The body is a stream of byte chunks. Each poll first marks the events
+//! of the chunk yielded by the previous poll as delivered: hyper polls the
+//! body for the next chunk only after it took the previous one for writing.
+//! A connection that dies before that never marks its last chunk, so a
+//! cursor the client could not hold is never accepted as delivered.
+
+use crate::state::Conn;
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::Stream;
+use gapless::{ConnectionGuard, Event, Next, StreamId, Subscription};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+/// Most bytes batched into one chunk.
+const BATCH_BYTES: usize = 64 << 10;
+
+/// Writes one event as an SSE frame. An empty payload is a priming event
+/// (SEP-1699): its id, the `retry` hint and empty data.
+pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128) {
+    let id = conn.session.event_id(e.stream, e.seq);
+    out.put_slice(b"id: ");
+    out.put_slice(id.to_string().as_bytes());
+    if e.payload.is_empty() {
+        out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
+    } else {
+        out.put_slice(b"\ndata: ");
+        out.put_slice(&e.payload);
+        out.put_slice(b"\n\n");
+    }
+}
+
+/// The body of one SSE response.
+pub(crate) struct SseBody {
+    conn: Arc<Conn>,
+    sub: Subscription,
+    /// Last event of the chunk handed out by the previous poll.
+    undelivered: Option<Event>,
+    /// Ends this connection (takeover, migration, session end).
+    ended: Pin<Box<WaitForCancellationFutureOwned>>,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    keepalive: tokio::time::Interval,
+    /// Nothing more to send after the current chunk.
+    finished: bool,
+    stream: StreamId,
+    gen: u64,
+    retry_ms: u128,
+    _guard: ConnectionGuard,
+}
+
+impl SseBody {
+    pub(crate) fn new(
+        conn: Arc<Conn>,
+        sub: Subscription,
+        stream: StreamId,
+        attach: (u64, CancellationToken),
+        shutdown: CancellationToken,
+    ) -> Self {
+        let guard = conn.hub.connect(&conn.session);
+        let period = conn.config.keepalive;
+        let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        SseBody {
+            retry_ms: conn.config.sse_retry.as_millis(),
+            conn,
+            sub,
+            undelivered: None,
+            ended: Box::pin(attach.1.cancelled_owned()),
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+            keepalive,
+            finished: false,
+            stream,
+            gen: attach.0,
+            _guard: guard,
+        }
+    }
+}
+
+impl Stream for SseBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        // Polled again: the previous chunk was accepted for writing.
+        if let Some(e) = this.undelivered.take() {
+            this.conn.session.reader().mark_delivered(&e);
+        }
+        if this.finished
+            || this.ended.as_mut().poll(cx).is_ready()
+            || this.shutdown.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(None);
+        }
+        let first = match this.sub.poll_recv(cx) {
+            Poll::Ready(Some(Ok(e))) => e,
+            // Fell behind eviction: end the stream; the client's resume gets
+            // the explicit 409 with the numbers.
+            Poll::Ready(Some(Err(lag))) => {
+                tracing::info!(session = ?this.conn.session.id(), ?lag, "SSE reader fell behind eviction");
+                return Poll::Ready(None);
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {
+                return match this.keepalive.poll_tick(cx) {
+                    Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n")))),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
+        };
+        let mut out = BytesMut::with_capacity(first.payload.len() + 96);
+        encode(&mut out, &this.conn, &first, this.retry_ms);
+        let mut last = first;
+        // Batch whatever else is ready into the same chunk.
+        while out.len() < BATCH_BYTES {
+            match this.sub.try_recv() {
+                Ok(Next::Event(e)) => {
+                    encode(&mut out, &this.conn, &e, this.retry_ms);
+                    last = e;
+                }
+                Ok(Next::Pending) => break,
+                Ok(Next::End) | Err(_) => {
+                    this.finished = true;
+                    break;
+                }
+            }
+        }
+        this.undelivered = Some(last);
+        Poll::Ready(Some(Ok(out.freeze())))
+    }
+}
+
+impl Drop for SseBody {
+    fn drop(&mut self) {
+        self.conn.detach(self.stream, self.gen);
+    }
+}
+
+use std::future::Future as _;

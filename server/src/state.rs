@@ -1,0 +1,248 @@
+//! Server-side state: the hub, the application, and per-session transport
+//! state ([`Conn`]) that the engine does not know about (log level, pending
+//! server → client requests, in-flight requests, which HTTP connection
+//! carries which stream).
+
+use crate::config::ServerConfig;
+use crate::host::{ClientRequestError, Host, SendError};
+use crate::jsonrpc;
+use bytes::Bytes;
+use gapless::{Hub, Seq, Session, SessionId, StreamHandle, StreamId};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+/// Extracts a caller identity from request headers (e.g. a hash of the
+/// `Authorization` header). Sessions are bound to the identity they were
+/// created under.
+pub type IdentityFn = Arc<dyn Fn(&axum::http::HeaderMap) -> Option<String> + Send + Sync>;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Everything the handlers share.
+pub(crate) struct AppState {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) host: Arc<dyn Host>,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) identity: Option<IdentityFn>,
+    pub(crate) conns: Mutex<HashMap<SessionId, Arc<Conn>>>,
+    /// Cancelled on shutdown: every open stream ends.
+    pub(crate) shutdown: CancellationToken,
+    /// The endpoint path (for the WebSocket URL).
+    pub(crate) path: String,
+}
+
+impl AppState {
+    /// The transport state of a live session visible to `owner`.
+    pub(crate) fn conn(&self, id: &str, owner: Option<&str>) -> Option<Arc<Conn>> {
+        let session = self.hub.get_str(id, owner).ok()?;
+        let conns = lock(&self.conns);
+        let c = conns.get(&session.id())?;
+        Arc::ptr_eq(&c.session, &session).then(|| Arc::clone(c))
+    }
+
+    pub(crate) fn insert(&self, conn: Arc<Conn>) {
+        lock(&self.conns).insert(conn.session.id(), conn);
+    }
+
+    /// Drops transport state of sessions the hub no longer has.
+    pub(crate) fn sweep(&self) {
+        self.hub.sweep_idle();
+        let dead: Vec<Arc<Conn>> = {
+            let mut conns = lock(&self.conns);
+            let ids: Vec<SessionId> =
+                conns.iter().filter(|(_, c)| c.session.is_closed()).map(|(id, _)| *id).collect();
+            ids.iter().filter_map(|id| conns.remove(id)).collect()
+        };
+        for c in dead {
+            c.close();
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &SessionId) {
+        self.hub.remove(id);
+        if let Some(c) = lock(&self.conns).remove(id) {
+            c.close();
+        }
+    }
+}
+
+/// Transport state of one session.
+pub(crate) struct Conn {
+    pub(crate) session: Arc<Session>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) protocol_version: String,
+    log_level: AtomicU8,
+    /// Server → client requests awaiting a response, by id.
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
+    /// Client requests being handled, by id (for `notifications/cancelled`).
+    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Which connection carries each stream now: a generation number and
+    /// the token that ends it. A newer connection on the same stream takes
+    /// over (SPEC §5: the older one is ended).
+    connections: Mutex<HashMap<StreamId, (u64, CancellationToken)>>,
+    next_conn: AtomicU64,
+    next_request: AtomicU64,
+    /// Cancelled when the session ends.
+    pub(crate) closed: CancellationToken,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        session: Arc<Session>,
+        hub: Arc<Hub>,
+        config: Arc<ServerConfig>,
+        protocol_version: String,
+    ) -> Self {
+        Conn {
+            session,
+            hub,
+            config,
+            protocol_version,
+            log_level: AtomicU8::new(0),
+            pending: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+            connections: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(1),
+            next_request: AtomicU64::new(1),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    pub(crate) fn log_level(&self) -> crate::host::LogLevel {
+        crate::host::LogLevel::ALL[self.log_level.load(Ordering::Relaxed) as usize]
+    }
+
+    pub(crate) fn set_log_level(&self, l: crate::host::LogLevel) {
+        self.log_level.store(l as u8, Ordering::Relaxed);
+    }
+
+    pub(crate) async fn publish_bytes(&self, stream: &StreamHandle, bytes: Bytes) -> Result<Seq, SendError> {
+        Ok(self.session.publish_paced(stream, bytes, self.config.pace_high_water).await?)
+    }
+
+    pub(crate) async fn publish_json(&self, stream: &StreamHandle, msg: &Value) -> Result<Seq, SendError> {
+        self.publish_bytes(stream, Bytes::from(serde_json::to_vec(msg).expect("JSON values serialize"))).await
+    }
+
+    /// Publishes without pacing (results, priming events: never held back).
+    pub(crate) fn publish_now(&self, stream: &StreamHandle, msg: Option<&Value>) -> Result<Seq, SendError> {
+        let bytes =
+            msg.map_or_else(Bytes::new, |m| Bytes::from(serde_json::to_vec(m).expect("JSON serializes")));
+        Ok(self.session.publish(stream, bytes)?)
+    }
+
+    pub(crate) async fn client_request(
+        &self,
+        stream: &StreamHandle,
+        method: &str,
+        params: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, ClientRequestError> {
+        let id = Value::String(format!("s{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
+        let key = id.to_string();
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(key.clone(), tx);
+        let sent = self.publish_json(stream, &jsonrpc::request(&id, method, params)).await;
+        if let Err(e) = sent {
+            lock(&self.pending).remove(&key);
+            return Err(ClientRequestError::Send(e));
+        }
+        let out = tokio::select! {
+            r = rx => match r {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(ClientRequestError::Error(e)),
+                Err(_) => Err(ClientRequestError::Cancelled),
+            },
+            _ = cancel.cancelled() => Err(ClientRequestError::Cancelled),
+            _ = self.closed.cancelled() => Err(ClientRequestError::Cancelled),
+            _ = tokio::time::sleep(self.config.client_request_timeout) => Err(ClientRequestError::Timeout),
+        };
+        lock(&self.pending).remove(&key);
+        out
+    }
+
+    /// Routes a client's response to the waiting request; `false` if none waits.
+    pub(crate) fn deliver_response(&self, id: &Value, outcome: Result<Value, Value>) -> bool {
+        match lock(&self.pending).remove(&id.to_string()) {
+            Some(tx) => tx.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+
+    pub(crate) fn start_request(&self, id: &Value) -> CancellationToken {
+        let t = self.closed.child_token();
+        lock(&self.inflight).insert(id.to_string(), t.clone());
+        t
+    }
+
+    pub(crate) fn finish_request(&self, id: &Value) {
+        lock(&self.inflight).remove(&id.to_string());
+    }
+
+    pub(crate) fn cancel_request(&self, id: &Value) {
+        if let Some(t) = lock(&self.inflight).get(&id.to_string()) {
+            t.cancel();
+        }
+    }
+
+    /// Registers a new connection for `stream`, ending the one that carried
+    /// it before. With `exclusive`, refuses (returns `None`) if a live
+    /// connection carries it.
+    pub(crate) fn attach(&self, stream: StreamId, exclusive: bool) -> Option<(u64, CancellationToken)> {
+        let mut map = lock(&self.connections);
+        if let Some((_, old)) = map.get(&stream) {
+            if exclusive && !old.is_cancelled() {
+                return None;
+            }
+            old.cancel();
+        }
+        let gen = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        let token = self.closed.child_token();
+        map.insert(stream, (gen, token.clone()));
+        Some((gen, token))
+    }
+
+    /// Forgets connection `gen` of `stream` if it is still the current one.
+    pub(crate) fn detach(&self, stream: StreamId, gen: u64) {
+        let mut map = lock(&self.connections);
+        if map.get(&stream).is_some_and(|(g, _)| *g == gen) {
+            map.remove(&stream);
+        }
+    }
+
+    /// Ends every SSE connection of the session (migration to a WebSocket).
+    pub(crate) fn end_all_streams(&self) {
+        for (_, (_, t)) in lock(&self.connections).drain() {
+            t.cancel();
+        }
+    }
+
+    /// Waits until what was published on `stream` so far was delivered
+    /// (bounded wait), then ends its current connection.
+    pub(crate) async fn close_stream_connection(&self, stream: &StreamHandle) {
+        let target = stream.info().high;
+        for _ in 0..200 {
+            if stream.info().delivered >= target {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if let Some((_, t)) = lock(&self.connections).remove(&stream.id()) {
+            t.cancel();
+        }
+    }
+
+    /// Ends everything of this session: streams, pending requests.
+    pub(crate) fn close(&self) {
+        self.closed.cancel();
+        lock(&self.pending).clear();
+    }
+}
