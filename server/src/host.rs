@@ -161,6 +161,11 @@ impl SessionHandle {
         self.conn.publish_json(self.conn.session.standalone(), &jsonrpc::notification(method, params)).await
     }
 
+    /// The protocol version negotiated at `initialize`.
+    pub fn protocol_version(&self) -> &str {
+        &self.conn.protocol_version
+    }
+
     /// Publishes raw, already serialized JSON-RPC bytes on the standalone
     /// stream (paced). The caller guarantees they are one JSON message.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {

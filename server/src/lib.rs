@@ -28,6 +28,7 @@ pub mod jsonrpc;
 mod routes;
 mod sse;
 mod state;
+pub mod ws;
 
 pub use config::{ServerConfig, SUPPORTED_VERSIONS};
 pub use error::ApiError;
@@ -99,6 +100,8 @@ impl McpServer {
         let p = self.state.path.clone();
         Router::new()
             .route(&p, any(routes::endpoint))
+            .route(&format!("{p}/session/{{id}}/upgrade"), any(ws::upgrade))
+            .route(&format!("{p}/ws"), any(ws::socket))
             .fallback(routes::not_found)
             .with_state(Arc::clone(&self.state))
     }

@@ -218,11 +218,16 @@ impl Conn {
         }
     }
 
-    /// Ends every SSE connection of the session (migration to a WebSocket).
-    pub(crate) fn end_all_streams(&self) {
-        for (_, (_, t)) in lock(&self.connections).drain() {
+    /// Ends every SSE connection of the session (migration to a WebSocket);
+    /// the socket's own registration (stream id 0) stays.
+    pub(crate) fn end_all_sse_streams(&self) {
+        lock(&self.connections).retain(|stream, (_, t)| {
+            if stream.get() == 0 {
+                return true;
+            }
             t.cancel();
-        }
+            false
+        });
     }
 
     /// Waits until what was published on `stream` so far was delivered
