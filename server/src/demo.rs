@@ -51,6 +51,23 @@ fn tools() -> Value {
         tool("test_reconnection", "Closes its SSE stream after the priming event; the result arrives on the resume.", json!({}), &[]),
         tool("test_sampling", "Asks the client to sample an LLM.", json!({"prompt": {"type": "string"}}), &["prompt"]),
         tool("test_elicitation", "Asks the client for user input.", json!({"message": {"type": "string"}}), &["message"]),
+        tool("test_image_content", "Returns an image.", json!({}), &[]),
+        tool("test_audio_content", "Returns audio.", json!({}), &[]),
+        tool("test_embedded_resource", "Returns an embedded resource.", json!({}), &[]),
+        tool("test_multiple_content_types", "Returns text, an image and a resource.", json!({}), &[]),
+        tool("test_elicitation_sep1034_defaults", "Elicitation with default values (SEP-1034).", json!({}), &[]),
+        tool("test_elicitation_sep1330_enums", "Elicitation with enum variants (SEP-1330).", json!({}), &[]),
+        json!({
+            "name": "json_schema_2020_12_tool",
+            "description": "Tool with JSON Schema 2020-12 features",
+            "inputSchema": {
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            }
+        }),
     ])
 }
 
@@ -103,7 +120,13 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
 
 impl Host for DemoHost {
     fn capabilities(&self) -> Value {
-        json!({"tools": {"listChanged": false}, "logging": {}})
+        json!({
+            "tools": {"listChanged": false},
+            "logging": {},
+            "completions": {},
+            "resources": {"subscribe": true, "listChanged": false},
+            "prompts": {"listChanged": false}
+        })
     }
 
     fn handle(
@@ -120,16 +143,134 @@ impl Host for DemoHost {
                     let args = params.get("arguments").cloned().unwrap_or(json!({}));
                     call_tool(&name, args, ctx).await
                 }
+                "resources/list" => Ok(json!({"resources": [
+                    {"uri": "test://static-text", "name": "static-text", "description": "A static text resource", "mimeType": "text/plain"},
+                    {"uri": "test://static-binary", "name": "static-binary", "description": "A static binary resource", "mimeType": "image/png"},
+                    {"uri": "test://watched-resource", "name": "watched-resource", "description": "A resource to subscribe to", "mimeType": "text/plain"}
+                ]})),
+                "resources/templates/list" => Ok(json!({"resourceTemplates": [
+                    {"uriTemplate": "test://template/{id}/data", "name": "template", "description": "A templated resource", "mimeType": "application/json"}
+                ]})),
+                "resources/read" => {
+                    read_resource(params.get("uri").and_then(Value::as_str).unwrap_or_default())
+                }
+                "resources/subscribe" | "resources/unsubscribe" => Ok(json!({})),
+                "prompts/list" => Ok(json!({"prompts": [
+                    {"name": "test_simple_prompt", "description": "A simple prompt"},
+                    {"name": "test_prompt_with_arguments", "description": "A prompt with arguments", "arguments": [
+                        {"name": "arg1", "description": "First argument", "required": true},
+                        {"name": "arg2", "description": "Second argument", "required": true}]},
+                    {"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource", "arguments": [
+                        {"name": "resourceUri", "description": "The resource to embed", "required": true}]},
+                    {"name": "test_prompt_with_image", "description": "A prompt with an image"}
+                ]})),
+                "prompts/get" => get_prompt(&params),
+                "completion/complete" => {
+                    Ok(json!({"completion": {"values": ["test", "testing"], "total": 2, "hasMore": false}}))
+                }
                 _ => Err(RpcError::method_not_found(&method)),
             }
         })
     }
 }
 
+/// A 1×1 PNG.
+const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV.
+const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+fn read_resource(uri: &str) -> Result<Value, RpcError> {
+    let content = match uri {
+        "test://static-text" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+        }
+        "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+        "test://watched-resource" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content."})
+        }
+        _ => match uri.strip_prefix("test://template/").and_then(|r| r.strip_suffix("/data")) {
+            Some(id) if !id.is_empty() && !id.contains('/') => json!({
+                "uri": uri, "mimeType": "application/json",
+                "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()
+            }),
+            _ => return Err(RpcError::new(-32002, format!("resource not found: {uri}"))),
+        },
+    };
+    Ok(json!({"contents": [content]}))
+}
+
+fn get_prompt(params: &Value) -> Result<Value, RpcError> {
+    let args = params.get("arguments").cloned().unwrap_or(json!({}));
+    let arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    let user = |content: Value| json!({"role": "user", "content": content});
+    let messages = match params.get("name").and_then(Value::as_str).unwrap_or_default() {
+        "test_simple_prompt" => {
+            vec![user(json!({"type": "text", "text": "This is a simple prompt for testing."}))]
+        }
+        "test_prompt_with_arguments" => {
+            let (a1, a2) = (arg("arg1").unwrap_or_default(), arg("arg2").unwrap_or_default());
+            vec![user(
+                json!({"type": "text", "text": format!("Prompt with arguments: arg1='{a1}', arg2='{a2}'")}),
+            )]
+        }
+        "test_prompt_with_embedded_resource" => {
+            let uri = arg("resourceUri").ok_or_else(|| RpcError::invalid_params("missing resourceUri"))?;
+            vec![
+                user(
+                    json!({"type": "resource", "resource": {"uri": uri, "mimeType": "text/plain", "text": "Embedded resource content for testing."}}),
+                ),
+                user(json!({"type": "text", "text": "Please process the embedded resource above."})),
+            ]
+        }
+        "test_prompt_with_image" => vec![
+            user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+            user(json!({"type": "text", "text": "Please analyze the image above."})),
+        ],
+        other => return Err(RpcError::invalid_params(format!("unknown prompt {other:?}"))),
+    };
+    Ok(json!({"messages": messages}))
+}
+
 async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value, RpcError> {
     match name {
         "emit_events" => emit_events(args, ctx).await,
         "test_simple_text" => Ok(text("This is a simple text response for testing.")),
+        "test_image_content" => {
+            Ok(json!({"content": [{"type": "image", "data": PNG, "mimeType": "image/png"}]}))
+        }
+        "test_audio_content" => {
+            Ok(json!({"content": [{"type": "audio", "data": WAV, "mimeType": "audio/wav"}]}))
+        }
+        "test_embedded_resource" => Ok(json!({"content": [{"type": "resource", "resource": {
+            "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}]})),
+        "test_multiple_content_types" => Ok(json!({"content": [
+            {"type": "text", "text": "Multiple content types test:"},
+            {"type": "image", "data": PNG, "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": "{\"test\":\"data\",\"value\":123}"}}
+        ]})),
+        "test_elicitation_sep1034_defaults" => {
+            let r = ctx.request("elicitation/create", json!({"message": "Please review the defaults", "requestedSchema": {"type": "object", "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                "verified": {"type": "boolean", "description": "Verification status", "default": true}
+            }, "required": []}})).await.map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+            Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
+        }
+        "test_elicitation_sep1330_enums" => {
+            let r = ctx.request("elicitation/create", json!({"message": "Please choose", "requestedSchema": {"type": "object", "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "oneOf": [
+                    {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]},
+                "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "items": {"anyOf": [
+                    {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
+            }, "required": []}})).await.map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+            Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
+        }
         "test_tool_with_logging" => {
             for (i, m) in ["Tool execution started", "Tool processing data", "Tool execution completed"]
                 .iter()
