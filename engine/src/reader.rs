@@ -202,10 +202,10 @@ impl Cursor {
     /// Reads the next event without waiting. Errors when the next needed
     /// event was evicted: the cursor never skips.
     pub fn try_next(&mut self) -> Result<Next, Lagged> {
-        let sh = &*self.shared;
         if self.gone {
             return Ok(Next::End);
         }
+        let sh = &*self.shared;
         loop {
             // Ended/closed first: if it is set, the head we load next
             // includes the stream's (ring's) last event.
@@ -226,12 +226,24 @@ impl Cursor {
             }
             let oldest = sh.oldest();
             if self.next < oldest {
+                if skip_others_evicted(&self.shared, self.stream.as_deref(), &mut self.next, &mut self.chunk)
+                {
+                    continue;
+                }
                 return Err(Lagged { wanted: Seq(self.next), oldest: Seq(oldest) });
             }
             let k_first = (sh.chunk_no(self.next) << sh.chunk_shift) + 1;
             if self.chunk.as_ref().map(|c| c.first) != Some(k_first) {
                 self.chunk = sh.chunk_for(self.next);
                 if self.chunk.is_none() {
+                    if skip_others_evicted(
+                        &self.shared,
+                        self.stream.as_deref(),
+                        &mut self.next,
+                        &mut self.chunk,
+                    ) {
+                        continue;
+                    }
                     return Err(Lagged { wanted: Seq(self.next), oldest: Seq(sh.oldest()) });
                 }
             }
@@ -298,5 +310,30 @@ impl Cursor {
         if !ws.iter().any(|w| w.will_wake(waker)) {
             ws.push(waker.clone());
         }
+    }
+}
+
+/// A stream cursor whose next seq was evicted lags only if an event of *its*
+/// stream was among the evicted ones: evicted events of other streams are
+/// skipped. Proven the way a stream snapshot proves coverage (predecessor
+/// links); returns whether the cursor moved on. Only runs on the slow path.
+fn skip_others_evicted(
+    shared: &Arc<Shared>,
+    stream: Option<&StreamRecord>,
+    next: &mut u64,
+    chunk: &mut Option<Arc<Chunk>>,
+) -> bool {
+    let Some(r) = stream else { return false };
+    let reader = Reader { shared: Arc::clone(shared) };
+    match reader.snapshot_stream(r.id, Seq(*next - 1)) {
+        // The proof starts past `next` (at the oldest retained seq): move
+        // there. A proof starting at `next` itself cannot happen (`next` is
+        // evicted); treat it as a lag rather than loop.
+        Ok(proof) if proof.range_start() > *next => {
+            *next = proof.range_start();
+            *chunk = None;
+            true
+        }
+        _ => false,
     }
 }

@@ -109,6 +109,11 @@ impl Snapshot {
         Some(s)
     }
 
+    /// First seq of the range this snapshot looked at.
+    pub(crate) fn range_start(&self) -> u64 {
+        self.from
+    }
+
     /// Seq of the first event this snapshot yields.
     pub fn first(&self) -> Option<Seq> {
         self.first

@@ -411,3 +411,31 @@ fn tickets_are_single_use_bound_and_bounded() {
     let (_, t) = short.migrate(&s.id().to_string(), None, None).unwrap();
     assert_eq!(short.redeem(&t.ticket.to_string(), None, None).unwrap_err(), gapless::TicketError::Expired);
 }
+
+/// Seed 003's per-stream view, live: a stream cursor that falls behind only
+/// *other* streams' evicted events skips them; it lags (explicitly) only
+/// when one of its own events was evicted.
+#[test]
+fn seed_003_stream_cursor_lags_only_on_its_own_events() {
+    let (mut p, r) = gapless::ring(RingConfig::new(4, 1 << 20)).unwrap();
+    let mine = p.open_stream();
+    let other = p.open_stream();
+    p.publish(&mine, Bytes::from_static(b"m1")).unwrap(); // 1
+    let mut c = r.stream_cursor(mine.id(), Seq(1)).unwrap();
+    assert!(matches!(c.try_next().unwrap(), gapless::Next::Event(e) if e.seq == Seq(1)));
+    for _ in 0..10 {
+        p.publish(&other, Bytes::new()).unwrap(); // 2..=11: evicts 1..=7
+    }
+    p.publish(&mine, Bytes::from_static(b"m2")).unwrap(); // 12
+    match c.try_next().unwrap() {
+        gapless::Next::Event(e) => assert_eq!((e.seq, &e.payload[..]), (Seq(12), &b"m2"[..])),
+        other => panic!("expected seq 12, got {other:?}"),
+    }
+    // Now one of ours is evicted unread: an explicit lag, never a skip.
+    p.publish(&mine, Bytes::from_static(b"m3")).unwrap(); // 13
+    for _ in 0..10 {
+        p.publish(&other, Bytes::new()).unwrap();
+    }
+    let lag = c.try_next().unwrap_err();
+    assert_eq!(lag.wanted, Seq(13));
+}
