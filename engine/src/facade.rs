@@ -42,7 +42,7 @@ impl Subscription {
     pub fn new(reader: &Reader, snapshot: Snapshot) -> Self {
         let next = Seq(snapshot.covered_to().0 + 1);
         let live = match snapshot.stream() {
-            Some(s) => reader.stream_cursor(s, next).unwrap_or_else(|| ended_cursor(reader, s, next)),
+            Some(s) => reader.stream_cursor(s, next).unwrap_or_else(|| ended_cursor(reader, next)),
             None => reader.cursor(next),
         };
         let from = snapshot.first().map_or(u64::MAX, |s| s.0);
@@ -136,7 +136,7 @@ impl Drop for Subscription {
 }
 
 /// A cursor on a stream whose record is gone: ended, nothing left.
-fn ended_cursor(reader: &Reader, _stream: StreamId, next: Seq) -> Cursor {
+fn ended_cursor(reader: &Reader, next: Seq) -> Cursor {
     let mut c = reader.cursor(next);
     c.finish();
     c

@@ -103,6 +103,23 @@
 //! The price: up to one chunk of already-evicted events stays in memory
 //! until its chunk is wholly evicted. See `BENCHMARKS.md` for numbers.
 //!
+//! ## Bad input and limits
+//!
+//! Nothing here panics on bad input; each case has a typed answer.
+//!
+//! | input | result |
+//! |---|---|
+//! | capacity 0, or above [`MAX_CAPACITY`] | [`ConfigError::Capacity`] |
+//! | byte budget 0 (smaller than any event's accounting) | [`ConfigError::ByteBudget`]; any budget of at least 1 is valid |
+//! | chunk size not a power of two up to 65 536 | [`ConfigError::ChunkEvents`] |
+//! | a payload larger than the whole byte budget | [`PublishError::PayloadTooLarge`]; the ring is unchanged |
+//! | a payload exactly the budget | accepted; every other event is evicted |
+//! | publishing on an ended stream / another ring's stream | [`PublishError::StreamEnded`] / [`PublishError::ForeignStream`] |
+//! | cursor `Seq(0)` ("processed nothing") | [`Coverage::Covered`] while seq 1 is retained, else `Evicted { oldest, missing: oldest - 1 }`; `snapshot(Seq(0))` is everything |
+//! | cursor past the head, e.g. `u64::MAX` | [`Coverage::Ahead`] / [`SnapshotError::Ahead`] with the head |
+//! | a cursor that needs an evicted event | [`Coverage::Evicted`], [`SnapshotError::Evicted`], [`Lagged`]: always with the numbers |
+//! | 2^63 - 1 events published | [`PublishError::SeqExhausted`] |
+//!
 //! ## Crate map
 //!
 //! * [`ring`], [`RingConfig`], [`Producer`], [`Reader`]: the ring.

@@ -35,23 +35,24 @@ impl SessionId {
         SessionId(b)
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; 16] {
-        self.0
-    }
-
     /// Parses the 32-hex-digit form; anything else is `None` (an id we
     /// could never have issued).
     pub fn parse(s: &str) -> Option<Self> {
-        let s = s.as_bytes();
-        if s.len() != 32 {
-            return None;
-        }
-        let mut b = [0u8; 16];
-        for (i, pair) in s.chunks_exact(2).enumerate() {
-            b[i] = hex_val(pair[0])? << 4 | hex_val(pair[1])?;
-        }
-        Some(SessionId(b))
+        parse_hex16(s).map(SessionId)
     }
+}
+
+/// 32 lowercase hex digits to 16 bytes (session ids, tickets).
+pub(crate) fn parse_hex16(s: &str) -> Option<[u8; 16]> {
+    let s = s.as_bytes();
+    if s.len() != 32 {
+        return None;
+    }
+    let mut b = [0u8; 16];
+    for (i, pair) in s.chunks_exact(2).enumerate() {
+        b[i] = hex_val(pair[0])? << 4 | hex_val(pair[1])?;
+    }
+    Some(b)
 }
 
 fn hex_val(c: u8) -> Option<u8> {
@@ -206,11 +207,9 @@ impl Hub {
     /// incarnation are foreign to it.
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
-        if self.count.fetch_add(1, Ordering::AcqRel) >= max {
-            self.count.fetch_sub(1, Ordering::AcqRel);
+        if !self.reserve_slot() {
             // Make room from expired sessions once, then try again.
-            if self.sweep_idle() == 0 || self.count.fetch_add(1, Ordering::AcqRel) >= max {
-                self.count.fetch_sub(1, Ordering::AcqRel);
+            if self.sweep_idle() == 0 || !self.reserve_slot() {
                 return Err(SessionError::TooManySessions { max });
             }
         }
@@ -222,6 +221,12 @@ impl Hub {
             old.close();
         }
         Ok(session)
+    }
+
+    /// Counts one more session if the bound allows it.
+    fn reserve_slot(&self) -> bool {
+        let max = self.config.max_sessions;
+        self.count.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1)).is_ok()
     }
 
     /// Finds a live session for a caller. `owner` must match the identity

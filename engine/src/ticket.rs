@@ -23,7 +23,7 @@ impl Ticket {
 
     /// Parses the 32-hex-digit form.
     pub fn parse(s: &str) -> Option<Self> {
-        crate::session::SessionId::parse(s).map(|id| Ticket(id.to_bytes()))
+        crate::session::parse_hex16(s).map(Ticket)
     }
 }
 
