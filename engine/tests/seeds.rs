@@ -378,6 +378,9 @@ fn sessions_bound_idle_and_owner() {
     assert!(matches!(hub.get(&a.id(), None), Err(gapless::SessionError::Unknown)));
     let _g2 = hub.connect(&c);
     assert!(matches!(hub.create(None), Err(gapless::SessionError::TooManySessions { max: 2 })));
+    // A refusal leaves the count intact: still full, still refused.
+    assert_eq!(hub.len(), 2);
+    assert!(matches!(hub.create(None), Err(gapless::SessionError::TooManySessions { max: 2 })));
     drop(guard);
     assert!(matches!(hub.get(&a.id(), Some("alice")), Err(gapless::SessionError::Expired { .. })));
     assert!(a.is_closed());

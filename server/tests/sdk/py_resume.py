@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections import Counter
@@ -44,6 +45,7 @@ class CutProxy:
         self.upstream = (upstream_host, upstream_port)
         self.pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self.accepted = 0
+        self.handlers: set[asyncio.Task[None]] = set()
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
 
@@ -53,6 +55,17 @@ class CutProxy:
 
     async def _on_client(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self.handlers.add(task)
+        try:
+            await self._forward(down_r, down_w)
+        except asyncio.CancelledError:
+            down_w.transport.abort()
+        finally:
+            self.handlers.discard(task)
+
+    async def _forward(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
         try:
             up_r, up_w = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -66,7 +79,7 @@ class CutProxy:
                 while data := await r.read(65536):
                     w.write(data)
                     await w.drain()
-            except (OSError, asyncio.CancelledError):
+            except OSError:
                 pass
             finally:
                 self.pairs.discard(pair)
@@ -85,9 +98,14 @@ class CutProxy:
         return n
 
     async def close(self) -> None:
-        self.cut_all()
         if self.server is not None:
             self.server.close()
+        self.cut_all()
+        for task in list(self.handlers):
+            task.cancel()
+        if self.handlers:
+            await asyncio.wait(list(self.handlers), timeout=5)
+        if self.server is not None:
             await self.server.wait_closed()
 
 
@@ -105,7 +123,15 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     requests: list[tuple[str, str | None]] = []
 
     async def on_request(request: httpx2.Request) -> None:
-        requests.append((request.method, request.headers.get("last-event-id")))
+        method = request.method
+        if method == "POST":
+            try:
+                rpc = json.loads(request.content).get("method")
+            except (ValueError, AttributeError, httpx2.RequestNotRead):
+                rpc = None
+            if rpc:
+                method += f"({rpc})"
+        requests.append((method, request.headers.get("last-event-id")))
 
     http_client = create_mcp_http_client()
     http_client.event_hooks = {"request": [on_request], "response": []}

@@ -108,8 +108,14 @@ async function runVariant(target) {
   const requests = [];
   const recordingFetch = (input, init) => {
     const headers = new Headers(init?.headers);
+    let rpc;
+    try {
+      rpc = typeof init?.body === 'string' ? JSON.parse(init.body).method : undefined;
+    } catch {
+      rpc = undefined;
+    }
     requests.push({
-      method: init?.method ?? 'GET',
+      method: (init?.method ?? 'GET') + (rpc ? `(${rpc})` : ''),
       lastEventId: headers.get('last-event-id'),
       at: Date.now(),
     });
@@ -195,6 +201,12 @@ async function runVariant(target) {
   log(`${target}: HTTP requests sent by the SDK: ${requests.map((r) => r.method + (r.lastEventId ? `[Last-Event-ID: ${r.lastEventId}]` : '')).join(' ')}`);
   if (transportErrors.length) log(`${target}: transport onerror (expected after a cut): ${[...new Set(transportErrors)].join(' | ')}`);
 
+  try {
+    // Be a polite client: DELETE the session, then close.
+    await Promise.race([transport.terminateSession(), new Promise((r) => setTimeout(r, 2000))]);
+  } catch {
+    /* best effort */
+  }
   try {
     await Promise.race([client.close(), new Promise((r) => setTimeout(r, 2000))]);
   } catch {
