@@ -155,7 +155,7 @@ pub use coverage::Coverage;
 pub use event::{Event, EventRef, Seq, StreamId};
 pub use event_id::{EventId, Namespace};
 #[cfg(feature = "tokio")]
-pub use facade::Subscription;
+pub use facade::{Pacer, Subscription};
 pub use producer::{Producer, PublishError};
 pub use reader::{Cursor, Lagged, Next, Reader};
 pub use resume::{Decision, Refusal, Resume, ResumeRequest, ResumeTarget};

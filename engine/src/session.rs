@@ -338,6 +338,8 @@ pub struct Session {
     connections: AtomicUsize,
     /// Set once when the session migrates to a WebSocket.
     migrated: AtomicBool,
+    /// Set once when the session is closed (deleted or expired).
+    closed: AtomicBool,
     pub(crate) tickets: TicketBook,
     #[cfg(feature = "tokio")]
     pub(crate) pace: crate::facade::PaceTable,
@@ -388,6 +390,7 @@ impl Session {
             last_active: AtomicU64::new(now),
             connections: AtomicUsize::new(0),
             migrated: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             tickets: TicketBook::default(),
             #[cfg(feature = "tokio")]
             pace: Default::default(),
@@ -421,7 +424,7 @@ impl Session {
 
     /// Whether the session was deleted (or expired).
     pub fn is_closed(&self) -> bool {
-        lock(&self.writer).is_none()
+        self.closed.load(Ordering::Acquire)
     }
 
     /// Whether the session migrated to a WebSocket.
@@ -451,13 +454,17 @@ impl Session {
 
     /// Ends `stream` (its followers finish after its last event).
     pub fn end_stream(&self, stream: &StreamHandle) -> Result<(), SessionPublishError> {
-        self.with_writer(|p| p.end_stream(stream))
+        self.with_writer(|p| p.end_stream(stream))?;
+        #[cfg(feature = "tokio")]
+        self.pace.forget(stream.id());
+        Ok(())
     }
 
     /// Closes the session: drops the producer (followers of the whole ring
     /// see `End`, stream followers too once their stream is ended) and ends
     /// every stream.
     pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         let producer = lock(&self.writer).take();
         if let Some(mut p) = producer {
             for info in self.reader.streams() {

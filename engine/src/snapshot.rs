@@ -18,8 +18,8 @@ pub enum SnapshotError {
         oldest: Seq,
         /// How many events of the requested target are gone. For a whole-ring
         /// snapshot it is exact (`oldest - wanted`); for a stream snapshot it
-        /// is exact when the cursor is the stream's last delivered event and
-        /// otherwise a lower bound (at least 1).
+        /// is exact when the cursor is the stream's delivered mark and
+        /// otherwise a lower bound (at least 1) — never an overcount.
         missing: u64,
     },
     /// The cursor is past the newest event.
@@ -296,7 +296,7 @@ impl Reader {
             return Err(SnapshotError::Evicted {
                 wanted: Seq(q + 1),
                 oldest: Seq(oldest),
-                missing: missing_in_stream(&rec, &snap),
+                missing: missing_in_stream(&rec, q, &snap),
             });
         }
         let oldest = sh.oldest();
@@ -305,14 +305,21 @@ impl Reader {
 }
 
 /// Events of the stream after `q` that were evicted. The stream's events
-/// before the first retained one number `before_first`; the client's cursor
-/// `q` sits at or below the delivered mark (a cursor above it is refused
-/// earlier as not delivered), whose position is `delivered_index`. So
-/// `before_first - delivered_index` is exact when `q` is the mark and a lower
-/// bound otherwise; the caller only asks when at least one is missing.
-fn missing_in_stream(rec: &crate::stream::StreamRecord, snap: &Snapshot) -> u64 {
+/// before the first retained one number `before_first`; if `q` is at or
+/// below the delivered mark, whose position in the stream is
+/// `delivered_index`, then `before_first - delivered_index` of them follow
+/// `q`: exact when `q` is the mark, a lower bound below it. Above the mark
+/// `q`'s position is unknown and the bound is 1. The caller only asks when at
+/// least one is missing.
+fn missing_in_stream(rec: &crate::stream::StreamRecord, q: u64, snap: &Snapshot) -> u64 {
     use crate::sync::Ordering::Acquire;
+    // `delivered` before its index: the index is raised first, so the index
+    // read is at least the one of the mark read (never an overcount).
+    let delivered = rec.delivered.load(Acquire);
     let delivered_index = rec.delivered_index.load(Acquire);
+    if q > delivered {
+        return 1;
+    }
     let before_first = match snap.first() {
         Some(f) => snap.get(f.0).index_in_stream - 1,
         None => rec.published.load(Acquire),

@@ -85,6 +85,11 @@ impl StreamHandle {
         self.rec.info()
     }
 
+    /// How many events were published on the stream (one atomic load).
+    pub fn published(&self) -> u64 {
+        self.rec.published.load(Ordering::Acquire)
+    }
+
     /// Records that the transport delivered `event` (SPEC §2, "delivered"):
     /// every event of this stream up to it now counts as delivered. Events of
     /// other streams are ignored (returns `false`).

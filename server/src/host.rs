@@ -10,7 +10,7 @@ use crate::jsonrpc::{self, RpcError};
 use crate::state::Conn;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use gapless::{Seq, SessionPublishError, StreamHandle};
+use gapless::{Pacer, Seq, SessionPublishError};
 use serde_json::{json, Value};
 use std::fmt;
 use std::sync::Arc;
@@ -158,7 +158,7 @@ impl SessionHandle {
 
     /// Publishes a notification on the standalone (GET) stream, paced.
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
-        self.conn.publish_json(self.conn.session.standalone(), &jsonrpc::notification(method, params)).await
+        self.conn.publish_json(&self.conn.standalone, &jsonrpc::notification(method, params)).await
     }
 
     /// The protocol version negotiated at `initialize`.
@@ -169,7 +169,7 @@ impl SessionHandle {
     /// Publishes raw, already serialized JSON-RPC bytes on the standalone
     /// stream (paced). The caller guarantees they are one JSON message.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
-        self.conn.publish_bytes(self.conn.session.standalone(), message).await
+        self.conn.publish_bytes(&self.conn.standalone, message).await
     }
 
     /// Sends a log notification on the standalone stream if the session's
@@ -198,7 +198,8 @@ fn log_params(level: LogLevel, logger: Option<&str>, data: Value) -> Value {
 /// What a request handler gets: its stream, its cancellation, the session.
 pub struct RequestContext {
     pub(crate) conn: Arc<Conn>,
-    pub(crate) stream: StreamHandle,
+    /// Pacing handle of the request's own stream.
+    pub(crate) stream: Pacer,
     pub(crate) request_id: Value,
     pub(crate) progress_token: Option<Value>,
     pub(crate) cancel: CancellationToken,
@@ -294,6 +295,6 @@ impl RequestContext {
     /// polling): the client reconnects with `Last-Event-ID` and the rest of
     /// the stream is replayed there.
     pub async fn close_sse_stream(&self) {
-        self.conn.close_stream_connection(&self.stream).await
+        self.conn.close_stream_connection(self.stream.stream()).await
     }
 }

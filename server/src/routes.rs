@@ -249,7 +249,7 @@ pub(crate) fn start_request(
     let cancel = conn.start_request(&id);
     let ctx = RequestContext {
         conn: Arc::clone(conn),
-        stream: stream.clone(),
+        stream: conn.session.pacer(stream),
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         request_id: id.clone(),
         cancel: cancel.clone(),

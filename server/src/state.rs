@@ -7,7 +7,7 @@ use crate::config::ServerConfig;
 use crate::host::{ClientRequestError, Host, SendError};
 use crate::jsonrpc;
 use bytes::Bytes;
-use gapless::{Hub, Seq, Session, SessionId, StreamHandle, StreamId};
+use gapless::{Hub, Pacer, Seq, Session, SessionId, StreamHandle, StreamId};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -79,6 +79,8 @@ pub(crate) struct Conn {
     pub(crate) hub: Arc<Hub>,
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) protocol_version: String,
+    /// Pacing handle of the standalone stream.
+    pub(crate) standalone: Pacer,
     log_level: AtomicU8,
     /// Server → client requests awaiting a response, by id.
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
@@ -102,6 +104,7 @@ impl Conn {
         protocol_version: String,
     ) -> Self {
         Conn {
+            standalone: session.pacer(session.standalone()),
             session,
             hub,
             config,
@@ -124,12 +127,12 @@ impl Conn {
         self.log_level.store(l as u8, Ordering::Relaxed);
     }
 
-    pub(crate) async fn publish_bytes(&self, stream: &StreamHandle, bytes: Bytes) -> Result<Seq, SendError> {
-        Ok(self.session.publish_paced(stream, bytes, self.config.pace_high_water).await?)
+    pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
+        Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?)
     }
 
-    pub(crate) async fn publish_json(&self, stream: &StreamHandle, msg: &Value) -> Result<Seq, SendError> {
-        self.publish_bytes(stream, Bytes::from(serde_json::to_vec(msg).expect("JSON values serialize"))).await
+    pub(crate) async fn publish_json(&self, pacer: &Pacer, msg: &Value) -> Result<Seq, SendError> {
+        self.publish_bytes(pacer, Bytes::from(serde_json::to_vec(msg).expect("JSON values serialize"))).await
     }
 
     /// Publishes without pacing (results, priming events: never held back).
@@ -141,7 +144,7 @@ impl Conn {
 
     pub(crate) async fn client_request(
         &self,
-        stream: &StreamHandle,
+        stream: &Pacer,
         method: &str,
         params: Value,
         cancel: &CancellationToken,

@@ -121,6 +121,7 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     # Instrumentation only: record what the SDK sends (method, Last-Event-ID), so the report
     # can say how it resumed. The SDK's own reconnection logic is untouched.
     requests: list[tuple[str, str | None]] = []
+    resume_headers: list[str] = []
 
     async def on_request(request: httpx2.Request) -> None:
         method = request.method
@@ -132,6 +133,10 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
             if rpc:
                 method += f"({rpc})"
         requests.append((method, request.headers.get("last-event-id")))
+        if method == "GET" and "last-event-id" in request.headers and not resume_headers:
+            resume_headers.extend(
+                f"{k}: {'<session>' if k.lower() == 'mcp-session-id' else v}" for k, v in request.headers.items()
+            )
 
     http_client = create_mcp_http_client()
     http_client.event_hooks = {"request": [on_request], "response": []}
@@ -185,6 +190,8 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
                     )
                     # Standalone notifications may still be in flight after the result.
                     await all_arrived.wait()
+                    # Linger briefly so a late duplicate would still be counted.
+                    await anyio.sleep(0.3)
     except TimeoutError:
         failures.append(f"timed out after {args.timeout} s")
     except Exception as exc:  # noqa: BLE001 - reported as a test failure
@@ -224,6 +231,8 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
         f"{target}: HTTP requests sent by the SDK: "
         + " ".join(m + (f"[Last-Event-ID: {lei}]" if lei else "") for m, lei in requests)
     )
+    if resume_headers:
+        log(f"{target}: headers of the first resume GET: {', '.join(resume_headers)}")
     if transport_errors:
         log(f"{target}: transport exceptions surfaced to message_handler: {sorted(set(transport_errors))}")
     await proxy.close()

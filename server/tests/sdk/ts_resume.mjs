@@ -118,6 +118,7 @@ async function runVariant(target) {
       method: (init?.method ?? 'GET') + (rpc ? `(${rpc})` : ''),
       lastEventId: headers.get('last-event-id'),
       at: Date.now(),
+      headers: [...headers.entries()].map(([k, v]) => `${k}: ${k === 'mcp-session-id' ? '<session>' : v}`),
     });
     return fetch(input, init);
   };
@@ -165,6 +166,8 @@ async function runVariant(target) {
     ]);
     // Standalone notifications may still be in flight after the result.
     await Promise.race([allArrivedP, timeout]);
+    // Linger briefly so a late duplicate would still be counted.
+    await new Promise((r) => setTimeout(r, 300));
   } catch (err) {
     failures.push(`error: ${err?.message ?? err}`);
   } finally {
@@ -199,6 +202,7 @@ async function runVariant(target) {
   log(`${target}: ${received} notifications (${seen.size} distinct of ${count}) in ${elapsed} ms; result ${JSON.stringify(text)}`);
   log(`${target}: cuts ${JSON.stringify(cutsDone)}; proxy accepted ${proxy.accepted} connections`);
   log(`${target}: HTTP requests sent by the SDK: ${requests.map((r) => r.method + (r.lastEventId ? `[Last-Event-ID: ${r.lastEventId}]` : '')).join(' ')}`);
+  if (resumes.length) log(`${target}: headers of the first resume GET: ${resumes[0].headers.join(', ')}`);
   if (transportErrors.length) log(`${target}: transport onerror (expected after a cut): ${[...new Set(transportErrors)].join(' | ')}`);
 
   try {
