@@ -17,12 +17,14 @@ pub struct ApiError {
     pub message: String,
     /// Further fields of the JSON body (e.g. `cursor`, `oldest`, `missing`).
     pub extra: Map<String, Value>,
+    /// The `Allow` header of a 405.
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
     /// A refusal without extra fields.
     pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, kind, message: message.into(), extra: Map::new() }
+        ApiError { status, kind, message: message.into(), extra: Map::new(), allow: None }
     }
 
     /// Adds a field to the JSON body.
@@ -69,8 +71,11 @@ impl ApiError {
             "the standalone stream of this session is already open on another connection",
         )
     }
-    pub(crate) fn method_not_allowed(allowed: &str) -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("allowed: {allowed}"))
+    pub(crate) fn method_not_allowed(allowed: &'static str) -> Self {
+        let mut e =
+            Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("allowed: {allowed}"));
+        e.allow = Some(allowed);
+        e
     }
 }
 
@@ -124,12 +129,8 @@ impl From<TicketError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body())).into_response();
-        if self.status == StatusCode::METHOD_NOT_ALLOWED {
-            if let Some(a) = self.message.strip_prefix("allowed: ") {
-                if let Ok(v) = HeaderValue::from_str(a) {
-                    r.headers_mut().insert(axum::http::header::ALLOW, v);
-                }
-            }
+        if let Some(a) = self.allow {
+            r.headers_mut().insert(axum::http::header::ALLOW, HeaderValue::from_static(a));
         }
         r
     }

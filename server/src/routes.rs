@@ -300,7 +300,7 @@ async fn respond_on_stream(
     let sub = conn.session.subscribe_stream(stream.id(), Seq(0)).map_err(|_| ApiError::unknown_session())?;
     if acc.sse {
         let attach = conn.attach(stream.id(), false).expect("non-exclusive attach");
-        return Ok(sse_response(state, conn, sub, stream, attach, None));
+        return Ok(sse_response(state, conn, sub, stream, attach));
     }
     json_response(conn, sub).await
 }
@@ -330,16 +330,12 @@ fn sse_response(
     sub: Subscription,
     stream: StreamHandle,
     attach: (u64, tokio_util::sync::CancellationToken),
-    session_header: Option<&str>,
 ) -> Response {
     let body = SseBody::new(conn, sub, stream.id(), attach, state.shutdown.clone());
     let mut r = Response::new(Body::from_stream(body));
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    if let Some(sid) = session_header.and_then(|s| HeaderValue::from_str(s).ok()) {
-        h.insert(SESSION_HEADER, sid);
-    }
     r
 }
 
@@ -413,7 +409,7 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         let handle = conn.session.reader().handle(stream).ok_or_else(ApiError::unknown_session)?;
         let attach = conn.attach(stream, false).expect("non-exclusive attach");
         let sub = resume.into_subscription();
-        return Ok(sse_response(&state, conn, sub, handle, attach, None));
+        return Ok(sse_response(&state, conn, sub, handle, attach));
     }
     let sid = sid.ok_or_else(ApiError::missing_session)?;
     let conn = state.conn(sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
@@ -448,7 +444,7 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
             return Err(e);
         }
     };
-    Ok(sse_response(&state, conn, sub, standalone, attach, None))
+    Ok(sse_response(&state, conn, sub, standalone, attach))
 }
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {

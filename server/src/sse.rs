@@ -12,6 +12,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 use gapless::{ConnectionGuard, Event, Next, StreamId, Subscription};
 use std::convert::Infallible;
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -139,5 +140,3 @@ impl Drop for SseBody {
         self.conn.detach(self.stream, self.gen);
     }
 }
-
-use std::future::Future as _;
