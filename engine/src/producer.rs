@@ -111,7 +111,17 @@ impl Producer {
         // copy-on-write cost stays amortized O(1) per retained record.
         if dir.len() >= 2 * self.swept_len.max(8) {
             let oldest = self.oldest;
-            dir.retain(|_, r| !reclaimable(r, oldest));
+            let lost = &self.shared.reclaimed_undelivered;
+            dir.retain(|_, r| {
+                if !reclaimable(r, oldest) {
+                    return true;
+                }
+                let high = r.high.load(Ordering::Acquire);
+                if r.delivered.load(Ordering::Acquire) < high {
+                    lost.fetch_min(high, Ordering::AcqRel);
+                }
+                false
+            });
             self.swept_len = dir.len();
         }
         dir.insert(id, Arc::clone(&rec));

@@ -80,6 +80,13 @@ impl Reader {
         self.shared.closed.load(Ordering::Acquire)
     }
 
+    /// The smallest high-water seq among reclaimed stream records that had
+    /// undelivered events, if any: an undelivered event lies at or below it.
+    pub fn reclaimed_undelivered(&self) -> Option<Seq> {
+        let v = self.shared.reclaimed_undelivered.load(Ordering::Acquire);
+        (v != u64::MAX).then_some(Seq(v))
+    }
+
     /// How many streams were opened (stream ids are `1..=` this).
     pub fn streams_opened(&self) -> u64 {
         self.shared.streams_opened.load(Ordering::Acquire)

@@ -78,7 +78,9 @@ pub enum Refusal {
     CursorNotDelivered {
         /// The cursor.
         cursor: EventId,
-        /// The first undelivered seq found at or below the cursor, when known.
+        /// The smallest seq at or below the cursor found never delivered (for
+        /// a stream whose record was reclaimed: a seq at or below which one
+        /// of its events was never delivered).
         undelivered: Option<Seq>,
     },
     /// Some event of the gap was evicted.
@@ -306,12 +308,18 @@ fn gap_refusal(session: &Session, cursor: Option<EventId>, e: SnapshotError) -> 
 /// first retained event (or the stream's high-water mark). When that
 /// evidence lies above `c` but the evicted event itself might be below it,
 /// nothing is proven, and the gap check that follows refuses the migration
-/// (the cursor is then below the retained window).
+/// (the cursor is then below the retained window). Streams whose records
+/// were reclaimed count through [`crate::Reader::reclaimed_undelivered`]: a seq at
+/// or below which one of them had an undelivered event (reported as the
+/// `undelivered` seq, an upper bound of the actual one).
 pub(crate) fn first_undelivered_at_or_below(session: &Session, c: Seq) -> Option<Seq> {
     if c.0 == 0 {
         return None;
     }
     let reader = session.reader();
+    // A reclaimed stream (ended, all its events evicted) that was not fully
+    // delivered had an undelivered event at or below its high-water seq.
+    let reclaimed = reader.reclaimed_undelivered().filter(|h| *h <= c);
     let pending: HashMap<StreamId, (u64, u64)> = reader
         .streams()
         .into_iter()
@@ -319,7 +327,7 @@ pub(crate) fn first_undelivered_at_or_below(session: &Session, c: Seq) -> Option
         .map(|i| (i.id, (i.delivered.0, i.high.0)))
         .collect();
     if pending.is_empty() {
-        return None;
+        return reclaimed;
     }
     let oldest = reader.oldest().0;
     let mut found: Option<u64> = None;
@@ -343,5 +351,8 @@ pub(crate) fn first_undelivered_at_or_below(session: &Session, c: Seq) -> Option
             found = Some(found.map_or(before, |f| f.min(before)));
         }
     }
-    found.map(Seq)
+    match (found.map(Seq), reclaimed) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }

@@ -132,6 +132,12 @@ pub(crate) struct Shared {
     pub(crate) oldest: AtomicU64,
     /// Set once by the producer's `Drop` (Release), before its final wake-up.
     pub(crate) closed: AtomicBool,
+    /// Smallest high-water seq among reclaimed stream records that still had
+    /// undelivered events (`u64::MAX`: none). Such a stream had an
+    /// undelivered event at or below that seq, which a migration check must
+    /// still see after the record is gone. Lowered by the producer
+    /// (`fetch_min`) when it reclaims a record.
+    pub(crate) reclaimed_undelivered: AtomicU64,
     /// How many streams the producer has opened (ids `1..=streams_opened`).
     /// Written by the producer (Release) after the stream's record is in
     /// `streams`.
@@ -220,6 +226,7 @@ pub fn ring(config: RingConfig) -> Result<(Producer, Reader), ConfigError> {
         oldest: AtomicU64::new(1),
         closed: AtomicBool::new(false),
         streams_opened: AtomicU64::new(0),
+        reclaimed_undelivered: AtomicU64::new(u64::MAX),
         slots: (0..nslots).map(|_| AtomicArc::new(None)).collect(),
         slot_mask: nslots - 1,
         chunk_shift,

@@ -442,3 +442,31 @@ fn seed_003_stream_cursor_lags_only_on_its_own_events() {
     let lag = c.try_next().unwrap_err();
     assert_eq!(lag.wanted, Seq(13));
 }
+
+/// Seed 000, variant 3, after the evidence left the ring: a finished
+/// stream that was never delivered, whose events were all evicted and whose
+/// record was reclaimed, still makes a migration cursor above it "not
+/// delivered" rather than granting a resume past events the client never got.
+#[test]
+fn seed_000_reclaimed_undelivered_stream_still_refuses() {
+    let hub = hub(4);
+    let s = hub.create(None).unwrap();
+    let a = s.standalone().clone();
+    let lost = s.open_stream().unwrap();
+    emit(&s, &lost, 1); // seq 1 on a request stream, never delivered
+    s.end_stream(&lost).unwrap();
+    // Open and finish many streams so the producer sweeps its directory
+    // (reclaiming `lost`, whose only event is evicted).
+    for _ in 0..40 {
+        let t = s.open_stream().unwrap();
+        let seq = emit(&s, &t, 1)[0];
+        deliver_to(&s, &t, seq);
+        s.end_stream(&t).unwrap();
+    }
+    emit(&s, &a, 1);
+    deliver_to(&s, &a, s.reader().head());
+    assert!(s.reader().stream(lost.id()).is_none(), "record reclaimed");
+    let head = s.reader().head();
+    let r = refusal(migrate(&hub, &s, Some(head)));
+    assert!(matches!(r, Refusal::CursorNotDelivered { undelivered: Some(Seq(1)), .. }), "{r:?}");
+}
