@@ -54,7 +54,7 @@ pub enum Next {
     /// Nothing new yet.
     Pending,
     /// Nothing more will come: the stream ended (stream cursor) or the
-    /// producer was dropped (whole-ring cursor), and everything was read.
+    /// producer was dropped, and everything was read.
     End,
 }
 
@@ -216,10 +216,9 @@ impl Cursor {
         loop {
             // Ended/closed first: if it is set, the head we load next
             // includes the stream's (ring's) last event.
-            let finished = match &self.stream {
-                Some(r) => r.ended.load(Ordering::Acquire),
-                None => sh.closed.load(Ordering::Acquire),
-            };
+            // A dropped producer finishes every stream too.
+            let finished = sh.closed.load(Ordering::Acquire)
+                || self.stream.as_ref().is_some_and(|r| r.ended.load(Ordering::Acquire));
             let head = sh.head();
             if self.next > head {
                 self.seen_head = head;

@@ -24,7 +24,10 @@ pub const DEFAULT_BYTE_BUDGET: usize = 16 << 20;
 /// Default events per chunk.
 pub const DEFAULT_CHUNK_EVENTS: usize = 64;
 /// Largest accepted capacity in events.
-pub const MAX_CAPACITY: usize = 1 << 30;
+pub const MAX_CAPACITY: usize = 1 << 26;
+/// Most chunk slots a ring may need (`capacity / chunk_events`): the slot
+/// table is allocated up front, one pointer per slot.
+const MAX_SLOTS: usize = 1 << 20;
 
 /// How big a ring is. Both bounds apply: publishing past either evicts the
 /// oldest events.
@@ -35,7 +38,8 @@ pub struct RingConfig {
     /// Most payload bytes retained (at least 1). A single payload larger than
     /// this is refused by `publish`.
     pub byte_budget: usize,
-    /// Events per storage chunk: a power of two, 1 ..= 65 536. Pinning costs
+    /// Events per storage chunk: a power of two, 1 ..= 65 536, and at least
+    /// `capacity / 2^20` (the slot table is allocated up front). Pinning costs
     /// one reference count per chunk; up to one chunk of already-evicted
     /// events may stay in memory until the chunk is wholly evicted.
     pub chunk_events: usize,
@@ -55,7 +59,8 @@ impl RingConfig {
     /// A configuration with the given bounds and the default chunk size
     /// (smaller when the capacity is small).
     pub fn new(capacity: usize, byte_budget: usize) -> Self {
-        let chunk_events = DEFAULT_CHUNK_EVENTS.min(capacity.max(1).next_power_of_two());
+        let small = DEFAULT_CHUNK_EVENTS.min(capacity.max(1).next_power_of_two());
+        let chunk_events = small.max((capacity / MAX_SLOTS).next_power_of_two()).min(1 << 16);
         RingConfig { capacity, byte_budget, chunk_events }
     }
 
@@ -66,7 +71,10 @@ impl RingConfig {
         if self.byte_budget == 0 {
             return Err(ConfigError::ByteBudget { byte_budget: 0 });
         }
-        if !self.chunk_events.is_power_of_two() || self.chunk_events > 1 << 16 {
+        if !self.chunk_events.is_power_of_two()
+            || self.chunk_events > 1 << 16
+            || self.capacity.div_ceil(self.chunk_events) > MAX_SLOTS
+        {
             return Err(ConfigError::ChunkEvents { chunk_events: self.chunk_events });
         }
         Ok(())
@@ -89,7 +97,8 @@ pub enum ConfigError {
         /// What was asked for.
         byte_budget: usize,
     },
-    /// Chunk size not a power of two in 1 ..= 65 536.
+    /// Chunk size not a power of two in 1 ..= 65 536, or so small for the
+    /// capacity that the slot table would exceed 2^20 entries.
     ChunkEvents {
         /// What was asked for.
         chunk_events: usize,
@@ -106,7 +115,10 @@ impl fmt::Display for ConfigError {
                 write!(f, "ring byte budget must be at least 1, got {byte_budget}")
             }
             ConfigError::ChunkEvents { chunk_events } => {
-                write!(f, "chunk size must be a power of two up to 65536, got {chunk_events}")
+                write!(
+                    f,
+                    "chunk size must be a power of two up to 65536 and at least capacity / 2^20, got {chunk_events}"
+                )
             }
         }
     }
