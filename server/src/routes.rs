@@ -325,13 +325,13 @@ async fn json_response(conn: Arc<Conn>, mut sub: Subscription) -> Result<Respons
 }
 
 fn sse_response(
-    state: &AppState,
+    _state: &AppState,
     conn: Arc<Conn>,
     sub: Subscription,
     stream: StreamHandle,
     attach: (u64, tokio_util::sync::CancellationToken),
 ) -> Response {
-    let body = SseBody::new(conn, sub, stream.id(), attach, state.shutdown.clone());
+    let body = SseBody::new(conn, sub, stream.id(), attach);
     let mut r = Response::new(Body::from_stream(body));
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -354,6 +354,7 @@ async fn initialize(
         Arc::clone(&state.hub),
         Arc::clone(&state.config),
         version.clone(),
+        &state.shutdown,
     ));
     state.insert(Arc::clone(&conn));
     let mut result = json!({

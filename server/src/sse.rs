@@ -24,9 +24,9 @@ const BATCH_BYTES: usize = 64 << 10;
 /// Writes one event as an SSE frame. An empty payload is a priming event
 /// (SEP-1699): its id, the `retry` hint and empty data.
 pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128) {
+    use std::fmt::Write as _;
     let id = conn.session.event_id(e.stream, e.seq);
-    out.put_slice(b"id: ");
-    out.put_slice(id.to_string().as_bytes());
+    let _ = write!(out, "id: {id}");
     if e.payload.is_empty() {
         out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
     } else {
@@ -42,9 +42,9 @@ pub(crate) struct SseBody {
     sub: Subscription,
     /// Last event of the chunk handed out by the previous poll.
     undelivered: Option<Event>,
-    /// Ends this connection (takeover, migration, session end).
+    /// Ends this connection (takeover, migration, session end, shutdown: a
+    /// child of the session's token, itself a child of the server's).
     ended: Pin<Box<WaitForCancellationFutureOwned>>,
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     keepalive: tokio::time::Interval,
     /// Nothing more to send after the current chunk.
     finished: bool,
@@ -60,7 +60,6 @@ impl SseBody {
         sub: Subscription,
         stream: StreamId,
         attach: (u64, CancellationToken),
-        shutdown: CancellationToken,
     ) -> Self {
         let guard = conn.hub.connect(&conn.session);
         let period = conn.config.keepalive;
@@ -72,7 +71,6 @@ impl SseBody {
             sub,
             undelivered: None,
             ended: Box::pin(attach.1.cancelled_owned()),
-            shutdown: Box::pin(shutdown.cancelled_owned()),
             keepalive,
             finished: false,
             stream,
@@ -91,10 +89,7 @@ impl Stream for SseBody {
         if let Some(e) = this.undelivered.take() {
             this.conn.session.reader().mark_delivered(&e);
         }
-        if this.finished
-            || this.ended.as_mut().poll(cx).is_ready()
-            || this.shutdown.as_mut().poll(cx).is_ready()
-        {
+        if this.finished || this.ended.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
         let first = match this.sub.poll_recv(cx) {
@@ -113,7 +108,7 @@ impl Stream for SseBody {
                 };
             }
         };
-        let mut out = BytesMut::with_capacity(first.payload.len() + 96);
+        let mut out = BytesMut::with_capacity((first.payload.len() + 96).max(8 << 10));
         encode(&mut out, &this.conn, &first, this.retry_ms);
         let mut last = first;
         // Batch whatever else is ready into the same chunk.

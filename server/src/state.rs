@@ -92,16 +92,21 @@ pub(crate) struct Conn {
     connections: Mutex<HashMap<StreamId, (u64, CancellationToken)>>,
     next_conn: AtomicU64,
     next_request: AtomicU64,
-    /// Cancelled when the session ends.
+    /// Cancelled when the session ends or the server shuts down; parent of
+    /// every connection token of the session.
     pub(crate) closed: CancellationToken,
 }
 
 impl Conn {
+    /// `shutdown` is the server's token: the session's own token is its
+    /// child, so every connection token of the session ends on shutdown too
+    /// and a connection polls only its own (uncontended) token.
     pub(crate) fn new(
         session: Arc<Session>,
         hub: Arc<Hub>,
         config: Arc<ServerConfig>,
         protocol_version: String,
+        shutdown: &CancellationToken,
     ) -> Self {
         Conn {
             standalone: session.pacer(session.standalone()),
@@ -115,7 +120,7 @@ impl Conn {
             connections: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(1),
             next_request: AtomicU64::new(1),
-            closed: CancellationToken::new(),
+            closed: shutdown.child_token(),
         }
     }
 

@@ -246,8 +246,12 @@ async fn run_socket(
                     break Some(close_frame(close::BAD_FRAME, reason));
                 }
             },
-            _ = ended.cancelled() => break Some(close_frame(close::SESSION_ENDED, "replaced or session ended".into())),
-            _ = shutdown.cancelled() => break Some(close_frame(close::SHUTTING_DOWN, "server shutting down".into())),
+            // The connection token is a child of the server's: tell apart.
+            _ = ended.cancelled() => break Some(if shutdown.is_cancelled() {
+                close_frame(close::SHUTTING_DOWN, "server shutting down".into())
+            } else {
+                close_frame(close::SESSION_ENDED, "replaced or session ended".into())
+            }),
         }
     };
     if let Some(frame) = closing {

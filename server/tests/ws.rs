@@ -438,3 +438,26 @@ async fn stress_break_and_migrate() {
         t.await.unwrap();
     }
 }
+
+/// Shutdown ends open SSE streams and closes sockets with 1001.
+#[tokio::test]
+async fn shutdown_ends_streams_and_sockets() {
+    let s = start(ServerConfig::default()).await;
+    let sid = s.initialize().await;
+    let get = s.get(Some(&sid), None).await;
+    assert_eq!(get.status(), 200);
+    let mut sse = SseReader::new(get);
+    assert!(sse.next().await.unwrap().data.is_empty(), "priming");
+    let other = s.initialize().await;
+    let b: Value = upgrade(&s, &other, r#"{"cursor":null}"#).await.json().await.unwrap();
+    let mut ws = connect(&s, b["websocket"].as_str().unwrap()).await;
+    for _ in 0..2 {
+        frame(&mut ws).await.unwrap();
+    }
+    s.server.shutdown();
+    assert!(sse.next().await.is_none(), "the SSE stream ends");
+    match tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap() {
+        Some(Ok(Message::Close(Some(f)))) => assert_eq!(f.code, CloseCode::Away),
+        other => panic!("expected a 1001 close, got {other:?}"),
+    }
+}
