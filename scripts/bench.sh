@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs the benchmark suite (the `benches/` crate) and regenerates the results
+# section of BENCHMARKS.md and the chart docs/bench.svg from what it measured.
+#
+#   scripts/bench.sh                 # everything (about 5 minutes on 2 cores, after the build)
+#   scripts/bench.sh publish         # criterion filter: only matching benchmarks
+#   scripts/bench.sh --quick         # short smoke run (noisier numbers)
+#   scripts/bench.sh --report-only   # regenerate BENCHMARKS.md/docs/bench.svg from the last run
+#
+# Results stay in target/criterion/ (criterion) and target/gapless-bench/
+# (latency percentiles, memory, machine). Run it on a quiet machine: check
+# `uptime` first; the load before and after is recorded in the report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
+out="$target/gapless-bench"
+quick=()
+report_only=0
+filter=()
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=(--warm-up-time 0.3 --measurement-time 0.8 --sample-size 10) ;;
+    --report-only) report_only=1 ;;
+    *) filter+=("$a") ;;
+  esac
+done
+
+if [ "$report_only" = 0 ]; then
+  mkdir -p "$out"
+  cargo build --release -p gapless-benches --benches --bins
+  {
+    echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+    echo "cores: $(nproc) ($(lscpu | sed -n 's/^Hypervisor vendor: *//p' | head -1) guest)"
+    echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+    echo "kernel: $(uname -sr)"
+    echo "rustc: $(rustc -V)"
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "load_before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "command: scripts/bench.sh $*"
+  } > "$out/machine.txt"
+  cargo bench -p gapless-benches --benches -- ${quick[@]+"${quick[@]}"} ${filter[@]+"${filter[@]}"}
+  if [ ${#filter[@]} -eq 0 ] || [[ "memory" == *"${filter[0]}"* ]]; then
+    cargo run --release -p gapless-benches --bin memory
+  fi
+  echo "load_after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
+fi
+python3 scripts/bench_report.py --target "$target"
