@@ -111,17 +111,32 @@ impl Producer {
         // copy-on-write cost stays amortized O(1) per retained record.
         if dir.len() >= 2 * self.swept_len.max(8) {
             let oldest = self.oldest;
-            let lost = &self.shared.reclaimed_undelivered;
-            dir.retain(|_, r| {
+            // Finished streams whose events all left the ring go, unless not
+            // everything was delivered: the transport may still report a late
+            // delivery (it held the events), and a migration check must see
+            // what was not. Up to KEEP_UNDELIVERED such records stay; older
+            // ones go too, their high-water seq folded into
+            // `reclaimed_undelivered` (a conservative bound).
+            let mut undelivered: Vec<(StreamId, u64)> = Vec::new();
+            dir.retain(|id, r| {
                 if !reclaimable(r, oldest) {
                     return true;
                 }
                 let high = r.high.load(Ordering::Acquire);
                 if r.delivered.load(Ordering::Acquire) < high {
-                    lost.fetch_min(high, Ordering::AcqRel);
+                    undelivered.push((*id, high));
+                    return true;
                 }
                 false
             });
+            if undelivered.len() > KEEP_UNDELIVERED {
+                undelivered.sort_unstable();
+                let excess = undelivered.len() - KEEP_UNDELIVERED;
+                for (id, high) in &undelivered[..excess] {
+                    dir.remove(id);
+                    self.shared.reclaimed_undelivered.fetch_min(*high, Ordering::AcqRel);
+                }
+            }
             self.swept_len = dir.len();
         }
         dir.insert(id, Arc::clone(&rec));
@@ -302,6 +317,10 @@ impl Producer {
         }
     }
 }
+
+/// Most records of finished, evicted, not fully delivered streams a ring
+/// keeps (see `open_stream`).
+const KEEP_UNDELIVERED: usize = 256;
 
 fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
     r.ended.load(Ordering::Acquire) && r.high.load(Ordering::Acquire) < oldest

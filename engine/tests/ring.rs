@@ -828,7 +828,8 @@ fn ended_stream_records_are_reclaimed_and_directory_stays_bounded() {
     let mut max_live = 0usize;
     for i in 0..n {
         let s = p.open_stream();
-        p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        let seq = p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        deliver(&s, seq);
         p.end_stream(&s);
         if i % 97 == 0 || i == n - 1 {
             let live = (1..=r.streams_opened()).filter(|&id| r.stream(StreamId(id)).is_some()).count();
@@ -860,12 +861,14 @@ fn ended_stream_records_are_reclaimed_and_directory_stays_bounded() {
 fn reclaimed_stream_is_unknown_to_readers() {
     let (mut p, r) = new_ring(RingConfig::new(4, 1 << 20));
     let first = p.open_stream();
-    p.publish(&first, payload(1, 8)).unwrap();
+    let seq = p.publish(&first, payload(1, 8)).unwrap();
+    deliver(&first, seq);
     p.end_stream(&first);
     // Enough short streams to trigger sweeps after `first` is evicted.
     for _ in 0..64 {
         let s = p.open_stream();
-        p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        let seq = p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        deliver(&s, seq);
         p.end_stream(&s);
     }
     assert!(r.stream(first.id()).is_none());
@@ -1004,4 +1007,40 @@ fn stream_cursor_ends_when_the_producer_is_dropped() {
     assert_eq!(c.try_next(), Ok(Next::Pending));
     drop(p); // the stream was never ended
     assert_eq!(c.try_next(), Ok(Next::End));
+}
+
+/// Marks the single event `seq` of a one-event stream delivered.
+fn deliver(s: &StreamHandle, seq: Seq) {
+    let ev = gapless::Event { seq, stream: s.id(), index_in_stream: 1, payload: Bytes::new() };
+    assert!(s.mark_delivered(&ev));
+}
+
+#[test]
+fn undelivered_finished_streams_are_kept_boundedly_for_late_deliveries() {
+    let (mut p, r) = new_ring(RingConfig::new(4, 1 << 20));
+    // Never delivered, ended, evicted: kept, so a late delivery still lands.
+    let late = p.open_stream();
+    let seq = p.publish(&late, payload(1, 8)).unwrap();
+    p.end_stream(&late);
+    for _ in 0..64 {
+        let s = p.open_stream();
+        let q = p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        deliver(&s, q);
+        p.end_stream(&s);
+    }
+    assert!(r.oldest() > seq);
+    let ev = gapless::Event { seq, stream: late.id(), index_in_stream: 1, payload: Bytes::new() };
+    assert!(r.mark_delivered(&ev), "the record is still there for the transport");
+    assert_eq!(r.stream(late.id()).unwrap().delivered, seq);
+    assert_eq!(r.reclaimed_undelivered(), None);
+    // Without deliveries, at most 256 such records stay; the rest fold into
+    // a conservative bound.
+    for _ in 0..2000 {
+        let s = p.open_stream();
+        p.publish(&s, payload(p.head().0 + 1, 8)).unwrap();
+        p.end_stream(&s);
+    }
+    let kept = (1..=r.streams_opened()).filter(|&id| r.stream(StreamId(id)).is_some()).count();
+    assert!(kept <= 2 * 256 + 8, "directory grew to {kept}");
+    assert!(r.reclaimed_undelivered().is_some());
 }

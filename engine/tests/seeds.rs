@@ -465,8 +465,20 @@ fn seed_000_reclaimed_undelivered_stream_still_refuses() {
     }
     emit(&s, &a, 1);
     deliver_to(&s, &a, s.reader().head());
-    assert!(s.reader().stream(lost.id()).is_none(), "record reclaimed");
+    // The record is kept for a late delivery (bounded), and refuses.
     let head = s.reader().head();
+    let r = refusal(migrate(&hub, &s, Some(head)));
+    assert!(matches!(r, Refusal::CursorNotDelivered { undelivered: Some(Seq(1)), .. }), "{r:?}");
+    // Past the bound on kept records, it is reclaimed and still refuses.
+    for _ in 0..600 {
+        let t = s.open_stream().unwrap();
+        emit(&s, &t, 1); // never delivered
+        s.end_stream(&t).unwrap();
+    }
+    assert!(s.reader().stream(lost.id()).is_none(), "record reclaimed");
+    emit(&s, &a, 1);
+    let head = s.reader().head();
+    deliver_to(&s, &a, head);
     let r = refusal(migrate(&hub, &s, Some(head)));
     assert!(matches!(r, Refusal::CursorNotDelivered { undelivered: Some(Seq(1)), .. }), "{r:?}");
 }
