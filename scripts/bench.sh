@@ -38,10 +38,17 @@ if [ "$report_only" = 0 ]; then
     echo "load_before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "command: scripts/bench.sh $*"
   } > "$out/machine.txt"
+  # Sample the 1-minute load every 5 s while measuring, so the report can
+  # say how quiet the machine was (our own threads count too: up to 4).
+  ( while sleep 5; do cut -d' ' -f1 /proc/loadavg; done ) > "$out/load.log" &
+  sampler=$!
+  trap 'kill "$sampler" 2>/dev/null || true' EXIT
   cargo bench -p gapless-benches --benches -- ${quick[@]+"${quick[@]}"} ${filter[@]+"${filter[@]}"}
   if [ ${#filter[@]} -eq 0 ] || [[ "memory" == *"${filter[0]}"* ]]; then
     cargo run --release -p gapless-benches --bin memory
   fi
+  kill "$sampler" 2>/dev/null || true
   echo "load_after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
+  echo "load_during: $(sort -n "$out/load.log" | awk '{a[NR]=$1} END {if (NR) printf "median %s, max %s (1-min load, %d samples)", a[int((NR+1)/2)], a[NR], NR}')" >> "$out/machine.txt"
 fi
 python3 scripts/bench_report.py --target "$target"

@@ -275,7 +275,7 @@ def memory_tables(mem):
 def machine_block(info):
     if not info:
         return "_machine description missing: run scripts/bench.sh_"
-    keys = ["cpu", "cores", "memory", "kernel", "rustc", "date", "load_before", "load_after", "command"]
+    keys = ["cpu", "cores", "memory", "kernel", "rustc", "date", "load_before", "load_during", "load_after", "command"]
     lines = [f"- {k.replace('_', ' ')}: `{info[k]}`" for k in keys if k in info]
     return "\n".join(lines)
 
