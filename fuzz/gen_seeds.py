@@ -144,12 +144,14 @@ RING_SEEDS = {
         rop("PublishMany", u8(0), u8(3), u8(3)),
         rop("CheckPinned"),
     ]),
-    # Many short streams that end and leave the ring, so that opening more
-    # reclaims their records; stream cursors and snapshots on them.
+    # Many short streams, delivered, that end and leave the ring, so that
+    # opening more reclaims their records; stream cursors and snapshots on them.
     "ended_streams_are_reclaimed": ring_input(4, 1, 256, [
         # The directory is swept when it reaches 16 records.
         *[rop("OpenStream") for _ in range(15)],
         *[rop("Publish", u8(i), u8(1), u8(0)) for i in range(15)],
+        # Delivered first: records of streams not fully delivered are kept.
+        *[rop("MarkDelivered", u8(i + 1), u8(0), boolean(True)) for i in range(14)],
         *[rop("EndStream", u8(i + 1)) for i in range(14)],
         rop("PublishMany", u8(14), u8(8), u8(1)),
         rop("OpenStream"), rop("OpenStream"), rop("OpenStream"),

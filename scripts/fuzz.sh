@@ -31,13 +31,9 @@ targets_all=(ring_ops resume_decisions wire_parsing)
 # failure is reported as "still open". Delete a line once its bug is fixed
 # (the replay then says so).
 known_src_bugs=(
-    # A delivery marked through a StreamHandle after the stream's record was
-    # reclaimed reaches only the orphaned record; the migration check still
-    # counts the stream as not fully delivered (Reader::reclaimed_undelivered)
-    # and refuses a cursor above it as cursor_not_delivered.
-    late-delivery-after-reclaim
-    # Fixed, kept as regressions: evict-empty-assert, stream-missing-overcount,
-    # migration-reclaimed-undelivered.
+    # (none open; fixed and kept as regressions: evict-empty-assert,
+    # stream-missing-overcount, migration-reclaimed-undelivered,
+    # late-delivery-after-reclaim)
 )
 
 install() {
@@ -81,7 +77,8 @@ replay() {
         for f in "fuzz/regressions/$t"/*; do
             [ -f "$f" ] || continue
             id=$(basename "$f" | sed -E 's/-[0-9]+$//')
-            if env -u GAPLESS_FUZZ_TOLERATE "$(bin "$t")" "$f" >"fuzz/target/replay.log" 2>&1; then
+            if env -u GAPLESS_FUZZ_TOLERATE "$(bin "$t")" -artifact_prefix=fuzz/target/replay- "$f" \
+                >"fuzz/target/replay.log" 2>&1; then
                 if is_known "$id"; then
                     echo "fuzz: replay $f passes: bug $id looks fixed; delete it from known_src_bugs"
                 else

@@ -271,6 +271,12 @@ impl World {
                     }
                     None => {
                         assert!(st.reclaimable(oldest), "stream {id} reclaimed too early: {st:?}");
+                        // Fewer than 256 streams: records of streams not
+                        // fully delivered are kept (producer.rs open_stream).
+                        assert!(
+                            st.reclaimed || st.delivered >= st.high(),
+                            "stream {id} reclaimed undelivered: {st:?}"
+                        );
                         if !st.reclaimed {
                             st.reclaimed = true;
                             st.delivered_at_reclaim = st.delivered;

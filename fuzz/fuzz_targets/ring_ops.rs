@@ -362,6 +362,12 @@ impl World {
                     st.reclaimable(oldest),
                     "stream {id} reclaimed while not ended or still retained: {st:?}"
                 );
+                // Fewer than 256 streams: records of streams not fully
+                // delivered are kept (producer.rs open_stream).
+                assert!(
+                    st.reclaimed || st.delivered >= st.high(),
+                    "stream {id} reclaimed undelivered: {st:?}"
+                );
                 assert_eq!(self.reader.stream(StreamId(id)), None);
                 self.model.stream_mut(id).reclaimed = true;
             }

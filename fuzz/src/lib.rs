@@ -26,15 +26,15 @@ use std::sync::OnceLock;
 /// the variable every target is strict; that is how the inputs in
 /// `fuzz/regressions/` are replayed.
 ///
-/// Open: `late-delivery-after-reclaim` (a delivery marked through a
-/// `StreamHandle` after the stream's record was reclaimed is invisible to the
-/// migration check). Fixed ones, kept as regressions:
+/// No bug is open at the moment. Fixed ones, kept as regressions in
+/// `fuzz/regressions/`: `evict-empty-assert` (`Producer::evict_for`'s debug
+/// assertion fired when every retained payload was empty),
+/// `stream-missing-overcount` (`snapshot_stream`'s `missing` exceeded the
+/// true count for a cursor above the delivered mark),
 /// `migration-reclaimed-undelivered` (undelivered events of reclaimed
-/// streams were invisible to the migration check),
-/// `evict-empty-assert` (`Producer::evict_for`'s debug assertion fired when
-/// every retained payload was empty) and `stream-missing-overcount`
-/// (`snapshot_stream`'s `missing` exceeded the true count for a cursor above
-/// the delivered mark).
+/// streams were invisible to the migration check) and
+/// `late-delivery-after-reclaim` (a delivery reported after the stream's
+/// record was reclaimed was lost, and the migration refused).
 pub fn tolerated(bug: &str) -> bool {
     static LIST: OnceLock<Vec<String>> = OnceLock::new();
     LIST.get_or_init(|| {
