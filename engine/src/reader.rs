@@ -275,6 +275,7 @@ impl Cursor {
     }
 
     /// Makes the cursor report `End` from now on (its stream is gone).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn finish(&mut self) {
         self.gone = true;
     }

@@ -179,6 +179,7 @@ impl Snapshot {
     }
 
     /// The first yielded event at or after `seq`.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn next_from(&self, seq: u64) -> Option<EventRef<'_>> {
         SnapshotIter { snap: self, next: seq.max(self.from) }.next()
     }

@@ -59,7 +59,7 @@ async fn many_subscribers_see_every_seq_once_or_lag() {
 /// no duplicate at the replay/live boundary. Repeated many times.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_during_publish_has_no_seam() {
-    let rounds = if cfg!(miri) { 5 } else { 1000 };
+    let rounds = if cfg!(miri) { 5 } else { 3000 };
     for round in 0..rounds {
         let (mut p, r) = ring(RingConfig::new(4096, 1 << 22)).unwrap();
         let s = p.open_stream();
