@@ -495,9 +495,19 @@ fn stress_stream_directory_churn() {
         let producer = scope.spawn(move || {
             for _ in 0..streams {
                 let s = p.open_stream();
-                for _ in 0..2 {
+                for i in 0..2 {
                     let seq = p.head().0 + 1;
                     assert_eq!(p.publish(&s, payload(seq, no_pad)), Ok(Seq(seq)));
+                    // Delivered, as a transport would: finished streams whose
+                    // events were all delivered are reclaimed promptly (the
+                    // undelivered ones are kept, boundedly; see ring.rs).
+                    let ev = gapless::Event {
+                        seq: Seq(seq),
+                        stream: s.id(),
+                        index_in_stream: i + 1,
+                        payload: Bytes::new(),
+                    };
+                    assert!(s.mark_delivered(&ev));
                 }
                 p.end_stream(&s);
             }
