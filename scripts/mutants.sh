@@ -2,15 +2,18 @@
 # Shows the loom models are not vacuous: builds the engine with each
 # deliberately broken ordering or protocol step (cfg gapless_mutant, see
 # engine/src/producer.rs) and fails unless loom reports a failure for each.
-#   relaxed_publish      the head swap that publishes an event is Relaxed
-#   late_evict           eviction clears chunk slots before advancing `oldest`
-#   plain_store_publish  publish does load-then-store instead of one swap, so a
-#                        reader's wake-up request can be lost
+#   relaxed_publish       the head store that publishes an event is Relaxed
+#   late_evict            eviction clears chunk slots before advancing `oldest`
+#   no_publish_fence      the producer has no StoreLoad fence between storing
+#                         `head` and looking for sleepers, so a reader that
+#                         registers meanwhile can sleep through the event
+#   uncounted_registrant  a registering reader is not counted in
+#                         `registrants`, so the producer never looks for it
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 status=0
-for m in relaxed_publish late_evict plain_store_publish; do
+for m in relaxed_publish late_evict no_publish_fence uncounted_registrant; do
   log=$(mktemp)
   start=$(date +%s)
   RUSTFLAGS="--cfg gapless_loom --cfg gapless_mutant=\"$m\"" CARGO_TARGET_DIR=target/loom-mutant \

@@ -2,11 +2,12 @@
 //! gap and then follow the ring live, and paced publishing (SPEC §3.8).
 //!
 //! Waking costs the producer nothing while nobody waits: a subscriber that
-//! finds nothing new registers its waker and sets the ring's wake-up bit
-//! with a CAS on `head`; the producer's publishing swap of `head` returns the
-//! old value, and only if that had the bit does it take the waker list's
-//! lock. A publish with no waiting subscriber is the same single swap as
-//! without the facade.
+//! finds nothing new registers its waker ([`Cursor::register`]: push it,
+//! raise the ring's waiting flag, fence, re-check `head`); the producer,
+//! after storing `head`, looks at the flag only if some cursor has ever
+//! registered, and takes the waker list's lock only if the flag is up. A
+//! publish into a session nobody subscribes to pays no fence at all (see the
+//! crate docs, "Publish protocol").
 
 use crate::reader::{Cursor, Lagged, Next};
 use crate::resume::Resume;

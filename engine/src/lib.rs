@@ -39,8 +39,9 @@
 //!             ^ each slot: an atomically swappable Option<Arc<Chunk>>
 //! ```
 //!
-//! Shared words: `head` (newest published seq, plus a wake-up bit readers
-//! may set) and `oldest` (oldest retained seq). Per stream, a record with its
+//! Shared words: `head` (newest published seq) and `oldest` (oldest
+//! retained seq); for the async wake-up, a count of registrants and a
+//! waiting flag. Per stream, a record with its
 //! first and last seq, count, delivered mark and ended flag.
 //!
 //! ## Publish protocol (producer only, [`Producer::publish`])
@@ -56,8 +57,13 @@
 //! 4. Write the cell (stream id, position in stream, previous seq of the
 //!    stream, payload). Nobody reads it yet.
 //! 5. Update the stream record (`first`, `published`, `high`; Release).
-//! 6. **Publish**: swap `head` to the new seq (AcqRel). If the old value had
-//!    the wake-up bit, wake the registered readers.
+//! 6. **Publish**: store the new seq in `head` (Release).
+//! 7. **Wake**: if any cursor has ever registered a waker (a count), fence
+//!    and, if one is asleep, wake the sleepers. While no cursor has
+//!    registered, this is a compiler fence and one load: the StoreLoad fence
+//!    the wake-up needs is paid by each registrant once, as a process-wide
+//!    `membarrier` (Linux; elsewhere both sides use `fence(SeqCst)`), see
+//!    `barrier.rs`.
 //!
 //! No lock is taken and nothing waits on a reader.
 //!
@@ -80,7 +86,7 @@
 //!
 //! ## Why it is sound
 //!
-//! * Cells are written once, before the Release/AcqRel store of `head` that
+//! * Cells are written once, before the Release store of `head` that
 //!   publishes them, and read only after an Acquire load of a `head` at
 //!   least their seq: every read happens-after the write (no seqlock-style
 //!   racy copy of a `Bytes`).
@@ -91,14 +97,16 @@
 //! * Slots are `arc_swap::ArcSwapOption`, so loading a chunk races safely
 //!   with the producer replacing it. Under `--cfg gapless_loom` the slots are
 //!   loom mutexes (see `sync.rs`) and the whole protocol is model-checked in
-//!   `loom-tests/`.
+//!   `loom-tests/`, with both fences of the wake-up as `fence(SeqCst)`
+//!   (loom does not model `membarrier`; the asymmetric replacement rests on
+//!   the argument in `barrier.rs`).
 //!
 //! ## Why chunks (the measured choice)
 //!
 //! A per-slot `ArcSwap<Event>` pays an allocation and a reference count per
 //! event to publish and one per event to pin; a seqlock over `Bytes` is
 //! undefined behaviour. Append-once chunks publish with a plain cell write
-//! plus one swap, allocate once per `C` events, and pin a gap with one
+//! plus one store, allocate once per `C` events, and pin a gap with one
 //! reference per chunk (156 references for a 10 000-event gap at `C` = 64).
 //! The price: up to one chunk of already-evicted events stays in memory
 //! until its chunk is wholly evicted. See `BENCHMARKS.md` for numbers.
@@ -134,6 +142,7 @@
 //! * `Subscription` (feature `tokio`): replay, then live; paced publishing.
 //! * [`client`]: the sans-IO client guard.
 
+mod barrier;
 mod chunk;
 pub mod client;
 mod coverage;

@@ -2,11 +2,13 @@
 //!
 //! Publishing is: evict (advance `oldest`, clear the slots of wholly evicted
 //! chunks), make sure a chunk has room, write the cell, update the stream
-//! record, then publish with one AcqRel swap of `head`. No lock, no wait.
+//! record, then publish with one Release store of `head` and wake sleeping
+//! readers if there are any. No lock, no wait, and no StoreLoad fence while
+//! no reader has ever slept (see `barrier.rs`).
 
 use crate::chunk::{Chunk, Slot};
 use crate::event::{Seq, StreamId};
-use crate::ring::{Shared, MAX_SEQ, WAIT_BIT};
+use crate::ring::{Shared, MAX_SEQ};
 use crate::stream::{StreamHandle, StreamRecord};
 use crate::sync::{Arc, Ordering};
 use bytes::Bytes;
@@ -58,7 +60,7 @@ impl std::error::Error for PublishError {}
 /// fact). Several writers of one session serialize in front of it.
 pub struct Producer {
     shared: Arc<Shared>,
-    /// Mirror of the published head (without `WAIT_BIT`).
+    /// Mirror of the published head.
     head: u64,
     /// Mirror of `shared.oldest`.
     oldest: u64,
@@ -208,21 +210,11 @@ impl Producer {
         self.head = seq;
         // The publication point: the cell and the stream record written
         // above happen-before any reader's Acquire load that sees `seq`.
-        #[cfg(not(any(gapless_mutant = "relaxed_publish", gapless_mutant = "plain_store_publish")))]
-        let old = self.shared.head.swap(seq, Ordering::AcqRel);
+        #[cfg(not(gapless_mutant = "relaxed_publish"))]
+        self.shared.head.store(seq, Ordering::Release);
         #[cfg(gapless_mutant = "relaxed_publish")]
-        let old = self.shared.head.swap(seq, Ordering::Relaxed);
-        // Mutant: a load then a store instead of one swap; a reader's CAS of
-        // the wake-up bit in between is lost.
-        #[cfg(gapless_mutant = "plain_store_publish")]
-        let old = {
-            let old = self.shared.head.load(Ordering::Acquire);
-            self.shared.head.store(seq, Ordering::Release);
-            old
-        };
-        if old & WAIT_BIT != 0 {
-            self.shared.wake_all();
-        }
+        self.shared.head.store(seq, Ordering::Relaxed);
+        self.shared.wake_waiters();
         Ok(Seq(seq))
     }
 
@@ -311,10 +303,7 @@ impl Producer {
     /// Wakes waiting readers (after a change they wait for that is not a new
     /// head: a stream ending, the ring closing).
     fn notify(&self) {
-        let old = self.shared.head.fetch_and(MAX_SEQ, Ordering::AcqRel);
-        if old & WAIT_BIT != 0 {
-            self.shared.wake_all();
-        }
+        self.shared.wake_waiters();
     }
 }
 

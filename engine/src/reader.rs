@@ -7,11 +7,12 @@
 //! before the head store we acquired and is never rewritten while the chunk
 //! is alive.
 
+use crate::barrier;
 use crate::chunk::Chunk;
 use crate::event::{Event, Seq, StreamId};
-use crate::ring::{Shared, MAX_SEQ, WAIT_BIT};
+use crate::ring::Shared;
 use crate::stream::{StreamInfo, StreamRecord};
-use crate::sync::{lock, Arc, Ordering};
+use crate::sync::{fence, lock, Arc, Ordering};
 use std::fmt;
 use std::task::Waker;
 
@@ -151,6 +152,7 @@ impl Reader {
             stream: None,
             seen_head: 0,
             gone: false,
+            registrant: false,
         }
     }
 
@@ -165,6 +167,7 @@ impl Reader {
             stream: Some(rec),
             seen_head: 0,
             gone: false,
+            registrant: false,
         })
     }
 }
@@ -179,11 +182,12 @@ pub struct Cursor {
     chunk: Option<Arc<Chunk>>,
     /// Only events of this stream are yielded.
     stream: Option<Arc<StreamRecord>>,
-    /// Head (without `WAIT_BIT`) seen by the last `try_next` that returned
-    /// `Pending`.
+    /// Head seen by the last `try_next` that returned `Pending`.
     seen_head: u64,
     /// Reports `End` unconditionally (its stream's record is gone).
     gone: bool,
+    /// Counted in `Shared::registrants` (since its first `register`).
+    registrant: bool,
 }
 
 impl fmt::Debug for Cursor {
@@ -292,30 +296,35 @@ impl Cursor {
     /// `Pending`: call `try_next` again instead of sleeping. After `true`,
     /// call `try_next` once more before sleeping (a stream may have ended in
     /// between).
-    pub fn register(&self, waker: &Waker) -> bool {
+    pub fn register(&mut self, waker: &Waker) -> bool {
         let sh = &*self.shared;
-        // The waker goes in *before* the bit is set: a producer that sees the
-        // bit then finds it in the list.
-        self.push_waker(waker);
-        let mut cur = sh.head.load(Ordering::Acquire);
-        loop {
-            if cur & MAX_SEQ != self.seen_head {
-                break false;
-            }
-            if cur & WAIT_BIT != 0 {
-                break true;
-            }
-            match sh.head.compare_exchange_weak(cur, cur | WAIT_BIT, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break true,
-                Err(actual) => cur = actual,
-            }
+        if !self.registrant {
+            // Once per cursor: from here on every publish takes the
+            // symmetric path and looks at `waiting` (see `barrier.rs`).
+            #[cfg(not(gapless_mutant = "uncounted_registrant"))]
+            sh.registrants.fetch_add(1, Ordering::SeqCst);
+            barrier::heavy(sh.asymmetric);
+            self.registrant = true;
         }
+        {
+            let mut ws = lock(&sh.wakers);
+            if !ws.iter().any(|w| w.will_wake(waker)) {
+                ws.push(waker.clone());
+            }
+            sh.waiting.store(true, Ordering::Relaxed);
+        }
+        // Our store of `waiting`, this fence, then the load of `head`; the
+        // producer stores `head`, fences, then loads `waiting`
+        // (`Shared::wake_waiters`). One of the two sees the other's store.
+        fence(Ordering::SeqCst);
+        sh.head() == self.seen_head
     }
+}
 
-    fn push_waker(&self, waker: &Waker) {
-        let mut ws = lock(&self.shared.wakers);
-        if !ws.iter().any(|w| w.will_wake(waker)) {
-            ws.push(waker.clone());
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        if self.registrant {
+            self.shared.registrants.fetch_sub(1, Ordering::Release);
         }
     }
 }

@@ -1,21 +1,19 @@
 //! Ring configuration, the state producer and readers share, and the
 //! constructor that returns the handle pair.
 
+use crate::barrier;
 use crate::chunk::Chunk;
 use crate::event::StreamId;
 use crate::producer::Producer;
 use crate::reader::Reader;
 use crate::stream::StreamRecord;
-use crate::sync::{lock, Arc, AtomicArc, AtomicBool, AtomicU64, Mutex, Ordering};
+use crate::sync::{fence, lock, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::collections::HashMap;
 use std::fmt;
 use std::task::Waker;
 
-/// Bit of `Shared::head` a waiting reader sets to ask the producer for a
-/// wake-up on its next head change. Seqs stay below it.
-pub(crate) const WAIT_BIT: u64 = 1 << 63;
 /// Largest seq a ring can publish.
-pub(crate) const MAX_SEQ: u64 = WAIT_BIT - 1;
+pub(crate) const MAX_SEQ: u64 = (1 << 63) - 1;
 
 /// Default capacity in events (SPEC §5).
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -130,11 +128,10 @@ pub(crate) type Directory = HashMap<StreamId, Arc<StreamRecord>>;
 
 /// State shared by the producer and every reader.
 pub(crate) struct Shared {
-    /// Seq of the newest published event (0 before the first), plus
-    /// `WAIT_BIT` when a reader asked for a wake-up. Written by the producer
-    /// with an AcqRel swap after the event's cell and stream record are
-    /// written (this is the publication point); readers set `WAIT_BIT` with a
-    /// CAS; everyone reads it with Acquire. Never decreases.
+    /// Seq of the newest published event (0 before the first). Written only
+    /// by the producer, with a Release store after the event's cell and
+    /// stream record are written (this is the publication point); read with
+    /// Acquire. Never decreases.
     pub(crate) head: AtomicU64,
     /// Oldest retained seq; `head + 1` when nothing is retained. Written only
     /// by the producer (Release), before a slot that held evicted chunks is
@@ -167,15 +164,23 @@ pub(crate) struct Shared {
     /// Stream records by id, copy-on-write. Replaced only by the producer
     /// (stream open, record reclamation); read by readers.
     pub(crate) streams: AtomicArc<Directory>,
-    /// Wakers of readers that set `WAIT_BIT`. Pushed by readers before their
-    /// CAS, drained by the producer after a swap that saw the bit.
+    /// Wakers of sleeping readers, and whether there are any (`waiting`,
+    /// written only under this lock so that the two agree). Pushed by
+    /// readers in `Cursor::register`, drained by the producer.
     pub(crate) wakers: Mutex<Vec<Waker>>,
+    pub(crate) waiting: AtomicBool,
+    /// Live cursors that have registered a waker at least once. While it is
+    /// zero a publish pays no StoreLoad fence (see `barrier.rs`).
+    pub(crate) registrants: AtomicUsize,
+    /// Whether `barrier::light` may be a compiler fence (decided once per
+    /// process, before this ring existed).
+    pub(crate) asymmetric: bool,
 }
 
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shared")
-            .field("head", &(self.head.load(Ordering::Relaxed) & MAX_SEQ))
+            .field("head", &self.head.load(Ordering::Relaxed))
             .field("oldest", &self.oldest.load(Ordering::Relaxed))
             .field("config", &self.config)
             .finish_non_exhaustive()
@@ -185,7 +190,7 @@ impl fmt::Debug for Shared {
 impl Shared {
     #[inline]
     pub(crate) fn head(&self) -> u64 {
-        self.head.load(Ordering::Acquire) & MAX_SEQ
+        self.head.load(Ordering::Acquire)
     }
 
     #[inline]
@@ -215,10 +220,37 @@ impl Shared {
         self.streams.load_full().and_then(|d| d.get(&id).cloned())
     }
 
-    /// Wakes every registered reader. Called by the producer after an RMW on
-    /// `head` returned a value with `WAIT_BIT` set.
-    pub(crate) fn wake_all(&self) {
-        let wakers = std::mem::take(&mut *lock(&self.wakers));
+    /// The producer's half of the wake-up protocol, after a change readers
+    /// may sleep on (a new `head`, a stream ending, the ring closing) was
+    /// stored: wakes every sleeping reader. Costs a compiler fence and one
+    /// load while no cursor has ever registered (see `barrier.rs`).
+    #[inline]
+    pub(crate) fn wake_waiters(&self) {
+        #[cfg(not(gapless_mutant = "no_publish_fence"))]
+        barrier::light(self.asymmetric);
+        if self.registrants.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        // A registrant exists: the symmetric protocol. Our store above, then
+        // this fence, then the load of `waiting`; the reader stores
+        // `waiting`, fences, then loads `head` (`Cursor::register`). One of
+        // the two sees the other's store.
+        #[cfg(not(gapless_mutant = "no_publish_fence"))]
+        if self.asymmetric {
+            fence(Ordering::SeqCst);
+        }
+        if self.waiting.load(Ordering::Relaxed) {
+            self.wake_all();
+        }
+    }
+
+    #[cold]
+    fn wake_all(&self) {
+        let wakers = {
+            let mut ws = lock(&self.wakers);
+            self.waiting.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *ws)
+        };
         for w in wakers {
             w.wake();
         }
@@ -246,6 +278,9 @@ pub fn ring(config: RingConfig) -> Result<(Producer, Reader), ConfigError> {
         id: next_ring_id(),
         streams: AtomicArc::new(Some(Arc::new(HashMap::new()))),
         wakers: Mutex::new(Vec::new()),
+        waiting: AtomicBool::new(false),
+        registrants: AtomicUsize::new(0),
+        asymmetric: barrier::asymmetric_available(),
     });
     Ok((Producer::new(Arc::clone(&shared)), Reader::new(shared)))
 }
