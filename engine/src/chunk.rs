@@ -5,7 +5,9 @@
 //! advanced past it with a Release store; it is never written again while the
 //! chunk is alive, and it is dropped only by [`Chunk`]'s `Drop`, which runs
 //! when the last `Arc<Chunk>` goes (the ring's slot, the producer's list and
-//! every snapshot or cursor that pinned it).
+//! every snapshot or cursor that pinned it). A chunk that nobody else holds
+//! once it is wholly evicted has its cells dropped and its memory reused by
+//! the producer for a later chunk (`recycle`).
 
 use crate::event::StreamId;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
@@ -26,7 +28,8 @@ pub(crate) struct Slot {
 }
 
 pub(crate) struct Chunk {
-    /// Seq stored in `cells[0]`. Immutable after construction.
+    /// Seq stored in `cells[0]`. Immutable while shared: only `recycle`
+    /// changes it, through `&mut` (the producer's unique reference).
     pub(crate) first: u64,
     /// The cells. Cell `i` holds seq `first + i` once the ring's head is
     /// `>= first + i`; before that it is uninitialised and nobody reads it.
@@ -40,8 +43,8 @@ pub(crate) struct Chunk {
 }
 
 // SAFETY: a chunk is shared between the producer and readers. Each cell is
-// written once, by the single producer, before the Release/AcqRel store of
-// the ring's head that publishes it; readers only read cells whose seq they
+// written once, by the single producer, before the Release store of the
+// ring's head that publishes it; readers only read cells whose seq they
 // saw published with Acquire. After that a cell is immutable until `Drop`,
 // which has exclusive access. The cell contents (`Slot`: ids and `Bytes`)
 // are themselves `Send + Sync`.
@@ -97,6 +100,26 @@ impl Chunk {
         unsafe { self.cells.get_unchecked(idx) }.with(|p| unsafe { (*p).assume_init_ref() })
     }
 
+    /// Drops the written cells and makes the chunk hold seqs from `first`,
+    /// so that the producer can reuse a wholly evicted chunk's memory
+    /// instead of allocating (it needs `&mut`: nobody else holds it).
+    pub(crate) fn recycle(&mut self, first: u64) {
+        self.drop_cells();
+        self.first = first;
+    }
+
+    fn drop_cells(&mut self) {
+        let n = self.init.load(Ordering::Relaxed);
+        self.init.store(0, Ordering::Relaxed);
+        for cell in &self.cells[..n] {
+            // SAFETY: the first `n` cells were written (see `init`), and we
+            // have the only reference (`&mut`): nobody reads them any more.
+            // `init` is 0 before any drop runs, so a panicking drop cannot
+            // lead to a second drop of the same cell.
+            cell.with_mut(|p| unsafe { (*p).assume_init_drop() });
+        }
+    }
+
     /// Records how many cells were written; the producer calls this when it
     /// stops writing into this chunk.
     pub(crate) fn seal(&self, written: usize) {
@@ -107,11 +130,6 @@ impl Chunk {
 
 impl Drop for Chunk {
     fn drop(&mut self) {
-        let n = self.init.load(Ordering::Relaxed);
-        for cell in &self.cells[..n] {
-            // SAFETY: the first `n` cells were written (see `init`), and we
-            // are the last owner: nobody reads them any more.
-            cell.with_mut(|p| unsafe { (*p).assume_init_drop() });
-        }
+        self.drop_cells();
     }
 }

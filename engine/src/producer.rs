@@ -12,7 +12,6 @@ use crate::ring::{Shared, MAX_SEQ};
 use crate::stream::{StreamHandle, StreamRecord};
 use crate::sync::{Arc, Ordering};
 use bytes::Bytes;
-use std::collections::VecDeque;
 use std::fmt;
 
 /// Why `publish` refused an event. The ring is unchanged when it does.
@@ -60,17 +59,27 @@ impl std::error::Error for PublishError {}
 /// fact). Several writers of one session serialize in front of it.
 pub struct Producer {
     shared: Arc<Shared>,
+    /// Copies of the ring's immutable geometry, so that the publish path
+    /// reads them from the producer's own cache lines.
+    geo: Geometry,
     /// Mirror of the published head.
     head: u64,
     /// Mirror of `shared.oldest`.
     oldest: u64,
     /// Payload bytes of the retained events `oldest ..= head`.
     bytes: usize,
-    /// Chunks overlapping `oldest ..= head`, in order; the back one is being
-    /// written. Wholly evicted chunks are popped (and their slots cleared).
-    chunks: VecDeque<Arc<Chunk>>,
+    /// The producer's own references to the chunks overlapping
+    /// `oldest ..= head`, indexed like `shared.slots` (chunk `k` at
+    /// `k & slot_mask`), so that finding a seq's chunk is arithmetic. The
+    /// chunk of `head` is being written. Wholly evicted chunks are taken out
+    /// (and their shared slots cleared).
+    held: Box<[Option<Arc<Chunk>>]>,
     /// Cells written in the back chunk (== chunk size when a new one is due).
     fill: usize,
+    /// A wholly evicted chunk nobody else held, its cells already dropped,
+    /// kept so that the next `roll` reuses its memory (still cache-warm from
+    /// eviction) instead of allocating.
+    spare: Option<Arc<Chunk>>,
     /// Ids handed out so far.
     streams_opened: u64,
     /// Directory size after the last reclamation sweep.
@@ -90,13 +99,24 @@ impl fmt::Debug for Producer {
 impl Producer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         let c = shared.config.chunk_events;
+        let nslots = shared.slots.len();
+        let geo = Geometry {
+            ring_id: shared.id,
+            capacity: shared.config.capacity as u64,
+            byte_budget: shared.config.byte_budget,
+            chunk_events: c,
+            chunk_shift: shared.chunk_shift,
+            slot_mask: shared.slot_mask,
+        };
         Producer {
             shared,
+            geo,
             head: 0,
             oldest: 1,
             bytes: 0,
-            chunks: VecDeque::new(),
+            held: (0..nslots).map(|_| None).collect(),
             fill: c,
+            spare: None,
             streams_opened: 0,
             swept_len: 0,
         }
@@ -166,14 +186,14 @@ impl Producer {
     #[inline]
     pub fn publish(&mut self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, PublishError> {
         let rec = &*stream.rec;
-        if rec.ring_id != self.shared.id {
+        if rec.ring_id != self.geo.ring_id {
             return Err(PublishError::ForeignStream { stream: rec.id });
         }
         if rec.ended.load(Ordering::Relaxed) {
             return Err(PublishError::StreamEnded { stream: rec.id });
         }
         let len = payload.len();
-        let budget = self.shared.config.byte_budget;
+        let budget = self.geo.byte_budget;
         if len > budget {
             return Err(PublishError::PayloadTooLarge { len, budget });
         }
@@ -182,12 +202,12 @@ impl Producer {
         }
         let seq = self.head + 1;
         self.evict_for(seq, len);
-        if self.fill == self.shared.config.chunk_events {
+        if self.fill == self.geo.chunk_events {
             self.roll(seq);
         }
         let prev = rec.high.load(Ordering::Relaxed);
         let index = rec.published.load(Ordering::Relaxed) + 1;
-        let chunk = self.chunks.back().expect("roll pushed a chunk");
+        let chunk = held(&self.held, &self.geo, seq);
         // SAFETY: we are the only producer; cell `fill` of the back chunk is
         // unwritten and holds `seq`, which is not yet published, so no reader
         // looks at it.
@@ -198,7 +218,7 @@ impl Producer {
             );
         }
         self.fill += 1;
-        if self.fill == self.shared.config.chunk_events {
+        if self.fill == self.geo.chunk_events {
             chunk.seal(self.fill);
         }
         self.bytes += len;
@@ -242,9 +262,10 @@ impl Producer {
     /// keeps both bounds.
     #[inline]
     fn evict_for(&mut self, seq: u64, len: usize) {
-        let cap = self.shared.config.capacity as u64;
-        let budget = self.shared.config.byte_budget;
-        let mut o = self.oldest;
+        let cap = self.geo.capacity;
+        let budget = self.geo.byte_budget;
+        let old = self.oldest;
+        let mut o = old;
         if seq - o >= cap {
             self.bytes -= self.payload_len(o);
             o += 1;
@@ -253,23 +274,27 @@ impl Producer {
             self.bytes -= self.payload_len(o);
             o += 1;
         }
-        if o == self.oldest {
+        if o == old {
             return;
         }
         debug_assert!(o <= seq, "eviction never passes the event being published");
         #[cfg(not(gapless_mutant = "late_evict"))]
         self.shared.oldest.store(o, Ordering::Release);
         self.oldest = o;
-        let c = self.shared.config.chunk_events as u64;
-        while let Some(front) = self.chunks.front() {
-            if front.first + c > o {
-                break;
+        // Chunks wholly below the new `oldest`: readers already see `oldest`
+        // past them (stored above), so clearing their slots never hides a
+        // retained seq.
+        for k in self.geo.chunk_no(old)..self.geo.chunk_no(o) {
+            let i = (k as usize) & self.geo.slot_mask;
+            self.shared.slots[i].store(None);
+            let mut gone = self.held[i].take().expect("a retained chunk is held");
+            // Unique now (no slot, no snapshot or cursor pinning it): keep
+            // its memory for the next chunk. Its payloads go now, as they
+            // would if it were freed.
+            if let Some(c) = Arc::get_mut(&mut gone) {
+                c.recycle(0);
+                self.spare = Some(gone);
             }
-            // Wholly evicted: readers already see `oldest` past it (stored
-            // above), so clearing its slot never hides a retained seq.
-            let k = self.shared.chunk_no(front.first) as usize;
-            self.shared.slots[k & self.shared.slot_mask].store(None);
-            self.chunks.pop_front();
         }
         #[cfg(gapless_mutant = "late_evict")]
         self.shared.oldest.store(o, Ordering::Release);
@@ -278,25 +303,34 @@ impl Producer {
     /// Payload length of retained `seq` (producer-side read of its own cell).
     #[inline]
     fn payload_len(&self, seq: u64) -> usize {
-        let front = self.chunks.front().expect("a retained seq lives in a chunk");
-        let i = ((seq - front.first) >> self.shared.chunk_shift) as usize;
         // SAFETY: `seq` is retained (oldest <= seq <= head), so its cell was
         // written by us; cells are never rewritten.
-        unsafe { self.chunks[i].get(self.shared.cell_idx(seq)) }.payload.len()
+        unsafe { held(&self.held, &self.geo, seq).get(self.geo.cell_idx(seq)) }.payload.len()
     }
 
     /// Starts a new chunk whose first seq is `seq`.
     #[cold]
     fn roll(&mut self, seq: u64) {
         let c = self.shared.config.chunk_events;
-        let chunk = Arc::new(Chunk::new(seq, c));
+        let chunk = match self.spare.take() {
+            Some(mut spare) => match Arc::get_mut(&mut spare) {
+                Some(m) => {
+                    m.recycle(seq);
+                    spare
+                }
+                None => Arc::new(Chunk::new(seq, c)),
+            },
+            None => Arc::new(Chunk::new(seq, c)),
+        };
         let k = self.shared.chunk_no(seq) as usize;
         debug_assert_eq!(self.shared.cell_idx(seq), 0);
         // The slot's previous chunk (k - nslots) is wholly evicted: the
         // window spans at most ceil(cap/C) + 1 <= nslots chunks, and its slot
         // was cleared when it was evicted.
-        self.shared.slots[k & self.shared.slot_mask].store(Some(Arc::clone(&chunk)));
-        self.chunks.push_back(chunk);
+        let i = k & self.shared.slot_mask;
+        self.shared.slots[i].store(Some(Arc::clone(&chunk)));
+        debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
+        self.held[i] = Some(chunk);
         self.fill = 0;
     }
 
@@ -304,6 +338,36 @@ impl Producer {
     /// head: a stream ending, the ring closing).
     fn notify(&self) {
         self.shared.wake_waiters();
+    }
+}
+
+/// The producer's chunk for retained (or being published) `seq`.
+#[inline]
+fn held<'a>(held: &'a [Option<Arc<Chunk>>], geo: &Geometry, seq: u64) -> &'a Chunk {
+    let i = (geo.chunk_no(seq) as usize) & geo.slot_mask;
+    held[i].as_deref().expect("a retained seq's chunk is held")
+}
+
+/// The ring's immutable shape, as the producer keeps it.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    ring_id: u64,
+    capacity: u64,
+    byte_budget: usize,
+    chunk_events: usize,
+    chunk_shift: u32,
+    slot_mask: usize,
+}
+
+impl Geometry {
+    #[inline(always)]
+    fn chunk_no(&self, seq: u64) -> u64 {
+        (seq - 1) >> self.chunk_shift
+    }
+
+    #[inline(always)]
+    fn cell_idx(&self, seq: u64) -> usize {
+        ((seq - 1) & ((1u64 << self.chunk_shift) - 1)) as usize
     }
 }
 
@@ -317,8 +381,8 @@ fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        if let Some(back) = self.chunks.back() {
-            back.seal(self.fill);
+        if self.head > 0 {
+            held(&self.held, &self.geo, self.head).seal(self.fill);
         }
         self.shared.closed.store(true, Ordering::Release);
         self.notify();
