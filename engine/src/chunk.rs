@@ -65,6 +65,12 @@ impl Chunk {
         Chunk { first, cells, init: AtomicUsize::new(0) }
     }
 
+    /// Cells in this chunk.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.cells.len()
+    }
+
     /// Writes cell `idx`.
     ///
     /// # Safety

@@ -9,7 +9,8 @@
 //! publish into a session nobody subscribes to pays no fence at all (see the
 //! crate docs, "Publish protocol").
 
-use crate::reader::{Cursor, Lagged, Next};
+use crate::batch::Batch;
+use crate::reader::{Cursor, Lagged, Next, NextBatch, Staged};
 use crate::resume::Resume;
 use crate::session::Session;
 use crate::sync::{lock, Mutex};
@@ -117,12 +118,119 @@ impl Subscription {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
+    /// Takes every available event up to the end of the next event's chunk
+    /// without waiting, borrowed from the pinned chunk: no reference
+    /// counting per event (see [`Batch`]). `Pending` if none yet.
+    pub fn try_recv_batch(&mut self) -> Result<NextBatch<'_>, Lagged> {
+        Ok(match self.advance_batch()? {
+            Step::Ready(src) => NextBatch::Events(self.batch(src)),
+            Step::Pending => NextBatch::Pending,
+            Step::End => NextBatch::End,
+        })
+    }
+
+    /// Polls for the next batch: `Ready(None)` once the stream ended or the
+    /// session closed; `Ready(Some(Err(..)))` once if it fell behind
+    /// eviction (then `None`). The same events, in the same order, as
+    /// [`Subscription::poll_recv`] would yield one by one.
+    pub fn poll_recv_batch(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Batch<'_>, Lagged>>> {
+        match self.poll_step(cx) {
+            Poll::Ready(Some(Ok(src))) => Poll::Ready(Some(Ok(self.batch(src)))),
+            Poll::Ready(Some(Err(l))) => Poll::Ready(Some(Err(l))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Waits for the next batch (see [`Subscription::poll_recv_batch`]).
+    pub async fn recv_batch(&mut self) -> Option<Result<Batch<'_>, Lagged>> {
+        match poll_fn(|cx| self.poll_step(cx)).await? {
+            Ok(src) => Some(Ok(self.batch(src))),
+            Err(l) => Some(Err(l)),
+        }
+    }
+
+    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Source, Lagged>>> {
+        loop {
+            match self.advance_batch() {
+                Ok(Step::Ready(src)) => return Poll::Ready(Some(Ok(src))),
+                Ok(Step::End) => return Poll::Ready(None),
+                Err(l) => return Poll::Ready(Some(Err(l))),
+                Ok(Step::Pending) => {
+                    if !self.live.register(cx.waker()) {
+                        continue; // the head moved: look again
+                    }
+                    // Registered: anything after this wakes us. Look once
+                    // more for what happened before (an end, say).
+                    return match self.advance_batch() {
+                        Ok(Step::Pending) => Poll::Pending,
+                        Ok(Step::Ready(src)) => Poll::Ready(Some(Ok(src))),
+                        Ok(Step::End) => Poll::Ready(None),
+                        Err(l) => Poll::Ready(Some(Err(l))),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Finds the next batch (replay first, then live) and moves past it.
+    fn advance_batch(&mut self) -> Result<Step, Lagged> {
+        if self.done {
+            return Ok(Step::End);
+        }
+        if let Some((snap, next)) = &mut self.replay {
+            if let Some((from, to)) = snap.batch_range_from(*next) {
+                *next = to + 1;
+                let src = Source::Replay { from, to };
+                self.consumed_batch(src);
+                return Ok(Step::Ready(src));
+            }
+            self.replay = None;
+        }
+        match self.live.advance_batch() {
+            Ok(Staged::Ready { from, to }) => {
+                let src = Source::Live { from, to };
+                self.consumed_batch(src);
+                Ok(Step::Ready(src))
+            }
+            Ok(Staged::Pending) => Ok(Step::Pending),
+            Ok(Staged::End) => {
+                self.done = true;
+                Ok(Step::End)
+            }
+            Err(l) => {
+                self.done = true;
+                Err(l)
+            }
+        }
+    }
+
+    fn batch(&self, src: Source) -> Batch<'_> {
+        match src {
+            Source::Replay { from, to } => {
+                self.replay.as_ref().expect("a replay batch comes from the snapshot").0.batch(from, to)
+            }
+            Source::Live { from, to } => self.live.staged(from, to),
+        }
+    }
+
+    fn consumed_batch(&self, src: Source) {
+        if let Some(g) = &self.gate {
+            let last = self.batch(src).last();
+            Self::consumed_on(g, last.index_in_stream);
+        }
+    }
+
     fn consumed(&self, e: &Event) {
         if let Some(g) = &self.gate {
-            g.consumed.store(e.index_in_stream, SeqCst);
-            if g.producer_waiting.load(SeqCst) {
-                g.notify.notify_waiters();
-            }
+            Self::consumed_on(g, e.index_in_stream);
+        }
+    }
+
+    fn consumed_on(g: &PaceGate, index_in_stream: u64) {
+        g.consumed.store(index_in_stream, SeqCst);
+        if g.producer_waiting.load(SeqCst) {
+            g.notify.notify_waiters();
         }
     }
 }
@@ -134,6 +242,21 @@ impl Drop for Subscription {
             g.notify.notify_waiters();
         }
     }
+}
+
+/// Where a subscription's next batch lies.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Replay { from: u64, to: u64 },
+    Live { from: u64, to: u64 },
+}
+
+/// What `Subscription::advance_batch` found.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Ready(Source),
+    Pending,
+    End,
 }
 
 /// A cursor on a stream whose record is gone: ended, nothing left.

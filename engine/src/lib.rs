@@ -143,6 +143,7 @@
 //! * [`client`]: the sans-IO client guard.
 
 mod barrier;
+mod batch;
 mod chunk;
 pub mod client;
 mod coverage;
@@ -160,13 +161,14 @@ mod stream;
 mod sync;
 mod ticket;
 
+pub use batch::{Batch, BatchIter};
 pub use coverage::Coverage;
 pub use event::{Event, EventRef, Seq, StreamId};
 pub use event_id::{EventId, Namespace};
 #[cfg(feature = "tokio")]
 pub use facade::{Pacer, Subscription};
 pub use producer::{Producer, PublishError};
-pub use reader::{Cursor, Lagged, Next, Reader};
+pub use reader::{Cursor, Lagged, Next, NextBatch, Reader};
 pub use resume::{Decision, Refusal, Resume, ResumeRequest, ResumeTarget};
 pub use ring::{
     ring, ConfigError, RingConfig, DEFAULT_BYTE_BUDGET, DEFAULT_CAPACITY, DEFAULT_CHUNK_EVENTS, MAX_CAPACITY,

@@ -8,6 +8,7 @@
 //! is alive.
 
 use crate::barrier;
+use crate::batch::Batch;
 use crate::chunk::Chunk;
 use crate::event::{Event, Seq, StreamId};
 use crate::ring::Shared;
@@ -15,6 +16,34 @@ use crate::stream::{StreamInfo, StreamRecord};
 use crate::sync::{fence, lock, Arc, Ordering};
 use std::fmt;
 use std::task::Waker;
+
+/// Where `Cursor::locate` left the cursor.
+enum Located {
+    /// `next <= head`, not evicted, its chunk cached.
+    Ready { head: u64 },
+    Pending,
+    End,
+}
+
+/// What `Cursor::advance_batch` found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Staged {
+    /// A batch `from ..= to` of the cached chunk (`from` is yielded).
+    Ready { from: u64, to: u64 },
+    Pending,
+    End,
+}
+
+/// What [`Cursor::try_next_batch`] found.
+#[derive(Clone, Copy, Debug)]
+pub enum NextBatch<'a> {
+    /// One or more events (of the cursor's stream, for a stream cursor).
+    Events(Batch<'a>),
+    /// Nothing new yet.
+    Pending,
+    /// Nothing more will come (see [`Next::End`]).
+    End,
+}
 
 /// A handle for reading a ring: coverage checks, snapshots, cursors, stream
 /// bookkeeping. Clone freely; readers never block the producer or each
@@ -213,8 +242,84 @@ impl Cursor {
     /// Reads the next event without waiting. Errors when the next needed
     /// event was evicted: the cursor never skips.
     pub fn try_next(&mut self) -> Result<Next, Lagged> {
+        loop {
+            match self.locate()? {
+                Located::Ready { .. } => {}
+                Located::Pending => return Ok(Next::Pending),
+                Located::End => return Ok(Next::End),
+            }
+            let chunk = self.chunk.as_ref().expect("located");
+            // SAFETY: `locate` saw next <= head (Acquire), so the cell is
+            // written and the write is visible; the cached chunk is alive and
+            // is chunk `chunk_no(next)` (checked `first`).
+            let slot = unsafe { chunk.get(self.shared.cell_idx(self.next)) };
+            let seq = self.next;
+            self.next += 1;
+            if let Some(r) = &self.stream {
+                if slot.stream != r.id {
+                    continue;
+                }
+            }
+            return Ok(Next::Event(Event {
+                seq: Seq(seq),
+                stream: slot.stream,
+                index_in_stream: slot.index_in_stream,
+                payload: slot.payload.clone(),
+            }));
+        }
+    }
+
+    /// Takes every available event up to the end of the next event's chunk
+    /// at once, borrowed (no reference counting per event; see [`Batch`]).
+    /// Like [`Cursor::try_next`] otherwise: `Pending`, `End`, or an error if
+    /// the next needed event was evicted.
+    pub fn try_next_batch(&mut self) -> Result<NextBatch<'_>, Lagged> {
+        Ok(match self.advance_batch()? {
+            Staged::Ready { from, to } => NextBatch::Events(self.staged(from, to)),
+            Staged::Pending => NextBatch::Pending,
+            Staged::End => NextBatch::End,
+        })
+    }
+
+    /// Finds the next batch and moves past it; the batch is then read with
+    /// `staged` (two steps, so that callers can decide before borrowing).
+    pub(crate) fn advance_batch(&mut self) -> Result<Staged, Lagged> {
+        loop {
+            let head = match self.locate()? {
+                Located::Ready { head } => head,
+                Located::Pending => return Ok(Staged::Pending),
+                Located::End => return Ok(Staged::End),
+            };
+            let chunk = self.chunk.as_deref().expect("located");
+            let to = head.min(chunk.first + chunk.len() as u64 - 1);
+            let from = match &self.stream {
+                None => Some(self.next),
+                Some(r) => (self.next..=to).find(|&s| {
+                    // SAFETY: `s` is in `next ..= to`: published (head
+                    // acquired by `locate`) and inside the cached chunk.
+                    unsafe { chunk.get((s - chunk.first) as usize) }.stream == r.id
+                }),
+            };
+            self.next = to + 1;
+            if let Some(from) = from {
+                return Ok(Staged::Ready { from, to });
+            }
+        }
+    }
+
+    /// The batch `advance_batch` just returned.
+    pub(crate) fn staged(&self, from: u64, to: u64) -> Batch<'_> {
+        let chunk = self.chunk.as_deref().expect("staged from the cached chunk");
+        Batch::new(chunk, from, to, self.stream.as_ref().map(|r| r.id))
+    }
+
+    /// Positions the cursor on a readable `next`: not past the head, not
+    /// evicted, its chunk cached. Skips evicted events of other streams for
+    /// a stream cursor.
+    #[inline]
+    fn locate(&mut self) -> Result<Located, Lagged> {
         if self.gone {
-            return Ok(Next::End);
+            return Ok(Located::End);
         }
         let sh = &*self.shared;
         loop {
@@ -226,12 +331,12 @@ impl Cursor {
             let head = sh.head();
             if self.next > head {
                 self.seen_head = head;
-                return Ok(if finished { Next::End } else { Next::Pending });
+                return Ok(if finished { Located::End } else { Located::Pending });
             }
             if let Some(r) = &self.stream {
                 // Nothing of ours can come after a finished stream's high.
                 if finished && self.next > r.high.load(Ordering::Acquire) {
-                    return Ok(Next::End);
+                    return Ok(Located::End);
                 }
             }
             let oldest = sh.oldest();
@@ -257,24 +362,7 @@ impl Cursor {
                     return Err(Lagged { wanted: Seq(self.next), oldest: Seq(sh.oldest()) });
                 }
             }
-            let chunk = self.chunk.as_ref().expect("set above");
-            // SAFETY: next <= head (Acquire), so the cell is written and the
-            // write is visible; the cached chunk is alive and is chunk
-            // `chunk_no(next)` (checked `first`).
-            let slot = unsafe { chunk.get(sh.cell_idx(self.next)) };
-            let seq = self.next;
-            self.next += 1;
-            if let Some(r) = &self.stream {
-                if slot.stream != r.id {
-                    continue;
-                }
-            }
-            return Ok(Next::Event(Event {
-                seq: Seq(seq),
-                stream: slot.stream,
-                index_in_stream: slot.index_in_stream,
-                payload: slot.payload.clone(),
-            }));
+            return Ok(Located::Ready { head });
         }
     }
 

@@ -1,5 +1,6 @@
 //! Zero-copy, pinning snapshots of a ring's events (SPEC §3.5).
 
+use crate::batch::Batch;
 use crate::chunk::Chunk;
 use crate::event::{EventRef, Seq, StreamId};
 use crate::reader::Reader;
@@ -182,6 +183,23 @@ impl Snapshot {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn next_from(&self, seq: u64) -> Option<EventRef<'_>> {
         SnapshotIter { snap: self, next: seq.max(self.from) }.next()
+    }
+
+    /// The range of the batch that starts at the first yielded event at or
+    /// after `seq`: up to the end of that event's chunk or of the snapshot.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn batch_range_from(&self, seq: u64) -> Option<(u64, u64)> {
+        let from = self.next_from(seq)?.seq.0;
+        let chunk_end = (self.shared.chunk_no(from) + 1) << self.shared.chunk_shift;
+        Some((from, self.to.min(chunk_end)))
+    }
+
+    /// The batch `from ..= to` (a range from `batch_range_from`).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn batch(&self, from: u64, to: u64) -> Batch<'_> {
+        let sh = &self.shared;
+        let chunk = &self.chunks[(sh.chunk_no(from) - sh.chunk_no(self.from)) as usize];
+        Batch::new(chunk, from, to, self.filter)
     }
 
     fn iter_rev_first(&self) -> Option<EventRef<'_>> {

@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use gapless::{
-    ring, ConfigError, Coverage, Cursor, Lagged, Next, Producer, PublishError, Reader, RingConfig, Seq,
+    ring, ConfigError, Coverage, Cursor, Lagged, Next, NextBatch, Producer, PublishError, Reader, RingConfig, Seq,
     SnapshotError, StreamHandle, StreamId, MAX_CAPACITY,
 };
 use std::collections::VecDeque;
@@ -1046,4 +1046,153 @@ fn undelivered_finished_streams_are_kept_boundedly_for_late_deliveries() {
     let kept = (1..=r.streams_opened()).filter(|&id| r.stream(StreamId(id)).is_some()).count();
     assert!(kept <= 2 * 256 + 8, "directory grew to {kept}");
     assert!(r.reclaimed_undelivered().is_some());
+}
+
+// ------------------------------------------------------ payload lifetimes
+
+/// A payload whose owner is counted: `Arc::strong_count(&tracker) - 1` is
+/// the number of payload copies still alive anywhere.
+fn tracked(tracker: &std::sync::Arc<()>, seq: u64) -> Bytes {
+    /// Holds a count on `tracker` for as long as the payload lives.
+    struct Owner {
+        _count: std::sync::Arc<()>,
+        bytes: [u8; 8],
+    }
+    impl AsRef<[u8]> for Owner {
+        fn as_ref(&self) -> &[u8] {
+            &self.bytes
+        }
+    }
+    Bytes::from_owner(Owner { _count: std::sync::Arc::clone(tracker), bytes: seq.to_le_bytes() })
+}
+
+fn alive(tracker: &std::sync::Arc<()>) -> usize {
+    std::sync::Arc::strong_count(tracker) - 1
+}
+
+/// Evicted payloads are released once their chunk is wholly evicted (the
+/// producer reuses unpinned chunks' memory, dropping their cells first), a
+/// chunk pinned by a snapshot keeps its payloads until the snapshot goes
+/// and is then freed, not reused, and nothing survives the ring.
+#[test]
+fn evicted_payloads_are_released_with_or_without_pins() {
+    let tracker = std::sync::Arc::new(());
+    let (mut p, r) = new_ring(cfg(8, 1 << 20, 4));
+    let s = p.open_stream();
+    for seq in 1..=iters(200, 40) {
+        p.publish(&s, tracked(&tracker, seq)).unwrap();
+        // 8 retained, plus at most 3 evicted ones in the oldest,
+        // partly evicted chunk.
+        assert!(alive(&tracker) <= 8 + 3, "seq {seq}: {} payloads alive", alive(&tracker));
+    }
+    let head = r.head().0;
+    let snap = r.snapshot(Seq(head - 8)).unwrap(); // pins the 8 retained
+    for seq in head + 1..=head + 40 {
+        p.publish(&s, tracked(&tracker, seq)).unwrap();
+    }
+    // The pinned chunks keep their 8 payloads; they were not recycled (the
+    // snapshot still reads its own events).
+    assert!(alive(&tracker) >= 8 + 8, "{} alive", alive(&tracker));
+    let got: Vec<u64> = snap.iter().map(|e| u64::from_le_bytes(e.payload[..8].try_into().unwrap())).collect();
+    assert_eq!(got, (head - 7..=head).collect::<Vec<_>>());
+    drop(snap);
+    for seq in head + 41..=head + 60 {
+        p.publish(&s, tracked(&tracker, seq)).unwrap();
+    }
+    assert!(alive(&tracker) <= 8 + 3, "after the snapshot went: {} alive", alive(&tracker));
+    drop((p, r));
+    assert_eq!(alive(&tracker), 0, "every payload is released with the ring");
+}
+
+// ------------------------------------------------------------------ batches
+
+/// (seq, stream, index in stream, first payload word) of a read event.
+type Seen = (u64, StreamId, u64, u64);
+
+/// Drains a cursor one event at a time, then says how it stopped.
+fn drain_one_by_one(c: &mut Cursor) -> (Vec<Seen>, Result<Next, Lagged>) {
+    let mut got = vec![];
+    loop {
+        match c.try_next() {
+            Ok(Next::Event(e)) => {
+                got.push((e.seq.0, e.stream, e.index_in_stream, u64::from_le_bytes(e.payload[..8].try_into().unwrap())))
+            }
+            other => return (got, other),
+        }
+    }
+}
+
+/// The same through batches; also checks each batch's own bookkeeping.
+fn drain_batches(c: &mut Cursor) -> (Vec<Seen>, Result<Next, Lagged>, usize) {
+    let (mut got, mut batches) = (vec![], 0);
+    loop {
+        match c.try_next_batch() {
+            Ok(NextBatch::Events(b)) => {
+                batches += 1;
+                let evs: Vec<_> = b.iter().collect();
+                assert!(!evs.is_empty() && evs.len() == b.len());
+                assert_eq!(evs[0].seq, b.first());
+                assert_eq!(*evs.last().unwrap(), b.last());
+                assert!(b.last().seq <= b.covered_to());
+                got.extend(evs.iter().map(|e| {
+                    (e.seq.0, e.stream, e.index_in_stream, u64::from_le_bytes(e.payload[..8].try_into().unwrap()))
+                }));
+            }
+            Ok(NextBatch::Pending) => return (got, Ok(Next::Pending), batches),
+            Ok(NextBatch::End) => return (got, Ok(Next::End), batches),
+            Err(l) => return (got, Err(l), batches),
+        }
+    }
+}
+
+/// A cursor read in batches yields exactly what it yields one by one (whole
+/// ring and per stream, across chunk boundaries, with interleaved streams,
+/// after eviction, at the end), and never more than one chunk per batch.
+#[test]
+fn batches_yield_what_single_reads_yield() {
+    let mut rng = Rng(7);
+    for round in 0..iters(40, 4) {
+        let chunk = 1 << rng.below(4);
+        let (mut p, r) = new_ring(cfg(16, 1 << 20, chunk));
+        let streams: Vec<StreamHandle> = (0..3).map(|_| p.open_stream()).collect();
+        let ids: Vec<StreamId> = streams.iter().map(|s| s.id()).collect();
+        let mut cursors: Vec<(Cursor, Cursor)> = vec![(r.cursor(Seq(1)), r.cursor(Seq(1)))];
+        for &id in &ids {
+            cursors.push((r.stream_cursor(id, Seq(1)).unwrap(), r.stream_cursor(id, Seq(1)).unwrap()));
+        }
+        let mut seq = 0;
+        for step in 0..iters(12, 3) {
+            for _ in 0..rng.below(20) {
+                // Stream 0 ends at step 5; later events go to 1 and 2.
+                let k = if step > 5 { 1 + rng.below(2) } else { rng.below(3) };
+                seq += 1;
+                p.publish(&streams[k as usize], payload(seq, 8)).unwrap();
+            }
+            if step == 5 {
+                p.end_stream(&streams[0]);
+            }
+            for (one, many) in &mut cursors {
+                let (a, a_end) = drain_one_by_one(one);
+                let (b, b_end, batches) = drain_batches(many);
+                assert_eq!(a, b, "round {round} step {step}: batches differ from single reads");
+                assert_eq!(a_end, b_end, "round {round} step {step}");
+                if a_end != Ok(Next::End) {
+                    // (After `End` a stream cursor's position is not
+                    // meaningful: nothing more is read.)
+                    assert_eq!(one.position(), many.position(), "round {round} step {step}");
+                }
+                assert!(batches as u64 <= (a.len() as u64).max(1) + 16 / chunk as u64 + 1);
+                if let Err(l) = a_end {
+                    one.seek(l.oldest);
+                    many.seek(l.oldest);
+                }
+            }
+        }
+        drop(p);
+        for (one, many) in &mut cursors {
+            let (a, a_end) = drain_one_by_one(one);
+            let (b, b_end, _) = drain_batches(many);
+            assert_eq!((a, a_end), (b, b_end), "after the producer went");
+        }
+    }
 }

@@ -1,0 +1,128 @@
+//! Borrowed batches: consecutive events of one chunk, handed out at once by
+//! a [`Cursor`](crate::Cursor) or a `Subscription`.
+
+use crate::chunk::Chunk;
+use crate::event::{EventRef, Seq, StreamId};
+use std::fmt;
+
+/// Events `from ..= to` of one chunk (only those of one stream, for a stream
+/// cursor), borrowed from the cursor or subscription that handed them out.
+/// Reading them touches no reference count: the chunk is already pinned by
+/// the cursor. Take [`EventRef::to_event`] to keep one beyond the borrow.
+#[derive(Clone, Copy)]
+pub struct Batch<'a> {
+    chunk: &'a Chunk,
+    /// First seq yielded (a seq of the filter's stream, if any).
+    from: u64,
+    /// Last seq of the range looked at (`>= from`).
+    to: u64,
+    filter: Option<StreamId>,
+}
+
+impl fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch")
+            .field("from", &self.from)
+            .field("to", &self.to)
+            .field("filter", &self.filter)
+            .finish()
+    }
+}
+
+impl<'a> Batch<'a> {
+    /// A batch of `chunk`'s seqs `from ..= to`. The caller guarantees that
+    /// every seq in the range was published (it observed a head `>= to`
+    /// with Acquire), that `chunk` holds them and stays pinned for `'a`, and
+    /// that `from` is yielded (matches `filter`).
+    pub(crate) fn new(chunk: &'a Chunk, from: u64, to: u64, filter: Option<StreamId>) -> Self {
+        debug_assert!(chunk.first <= from && from <= to && to < chunk.first + chunk.len() as u64);
+        Batch { chunk, from, to, filter }
+    }
+
+    /// Seq of the first event.
+    pub fn first(&self) -> Seq {
+        Seq(self.from)
+    }
+
+    /// The last seq of the range the batch covers; for a stream batch,
+    /// events of other streams up to it were skipped. The next batch starts
+    /// after it.
+    pub fn covered_to(&self) -> Seq {
+        Seq(self.to)
+    }
+
+    /// How many events it yields (at least 1; counts them for a stream
+    /// batch).
+    pub fn len(&self) -> usize {
+        match self.filter {
+            None => (self.to + 1 - self.from) as usize,
+            Some(_) => self.iter().count(),
+        }
+    }
+
+    /// Always `false`: a batch holds at least one event.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The events, in seq order.
+    pub fn iter(&self) -> BatchIter<'a> {
+        BatchIter { batch: *self, next: self.from }
+    }
+
+    /// The last event.
+    pub fn last(&self) -> EventRef<'a> {
+        (self.from..=self.to)
+            .rev()
+            .map(|s| self.get(s))
+            .find(|e| self.filter.map_or(true, |f| f == e.stream))
+            .expect("`from` is yielded")
+    }
+
+    #[inline(always)]
+    fn get(&self, seq: u64) -> EventRef<'a> {
+        // SAFETY: `seq` is in `from ..= to`, which `new`'s caller guarantees
+        // was published (head acquired) and lies in this pinned chunk.
+        let slot = unsafe { self.chunk.get((seq - self.chunk.first) as usize) };
+        EventRef { seq: Seq(seq), stream: slot.stream, index_in_stream: slot.index_in_stream, payload: &slot.payload }
+    }
+}
+
+impl<'a> IntoIterator for Batch<'a> {
+    type Item = EventRef<'a>;
+    type IntoIter = BatchIter<'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// Iterator over a [`Batch`].
+#[derive(Debug, Clone)]
+pub struct BatchIter<'a> {
+    batch: Batch<'a>,
+    next: u64,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = EventRef<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<EventRef<'a>> {
+        while self.next <= self.batch.to {
+            let e = self.batch.get(self.next);
+            self.next += 1;
+            if self.batch.filter.map_or(true, |f| f == e.stream) {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let rest = (self.batch.to + 1).saturating_sub(self.next) as usize;
+        match self.batch.filter {
+            None => (rest, Some(rest)),
+            Some(_) => (0, Some(rest)),
+        }
+    }
+}
