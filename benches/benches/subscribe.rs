@@ -1,9 +1,22 @@
 //! `subscribe`: async fan-out from one publisher to 1 and 16 subscriber
 //! tasks on a 2-worker tokio runtime, gapless (`Session::publish`, whole
-//! session `Subscription::recv`) against `tokio::sync::broadcast` (`send`,
+//! session subscriptions) against `tokio::sync::broadcast` (`send`,
 //! `Receiver::recv`; same capacity, 4 096, and no idle receiver: the peer's
-//! own best configuration). Both deliver an owned `Event` (one payload
-//! reference per subscriber).
+//! own best configuration).
+//!
+//! * `gapless`: `Subscription::recv_batch`: each wake-up takes every
+//!   available event of the current chunk, borrowed from the chunk the
+//!   subscription already pins; the subscriber holds each event (`EventRef`,
+//!   seq, stream, payload) while it handles it, with no reference count
+//!   touched per event.
+//! * `gapless_owned`: `Subscription::recv`, one owned `Event` per delivery
+//!   (one payload reference-count increment and decrement per subscriber),
+//!   the same API shape as broadcast's.
+//! * `tokio_broadcast`: `Receiver::recv` returns an owned clone per
+//!   subscriber; broadcast has no borrowing receive.
+//!
+//! The harness does the same per event for every contender: timestamp (in
+//! latency runs), hand the event to `black_box`, count it.
 //!
 //! * `subscribe` (criterion): throughput. The publisher runs flat out, at
 //!   most 1 024 events ahead of the slowest subscriber (so neither contender
@@ -81,16 +94,20 @@ impl Tally {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     Gapless,
+    GaplessOwned,
     Broadcast,
 }
+
+const KINDS: [Kind; 3] = [Kind::Gapless, Kind::GaplessOwned, Kind::Broadcast];
 
 impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Gapless => "gapless",
+            Kind::GaplessOwned => "gapless_owned",
             Kind::Broadcast => "tokio_broadcast",
         }
     }
@@ -105,7 +122,7 @@ enum Publisher {
 impl Publisher {
     fn new(kind: Kind) -> Self {
         match kind {
-            Kind::Gapless => {
+            Kind::Gapless | Kind::GaplessOwned => {
                 let mut config = HubConfig::default();
                 config.ring.capacity = CAPACITY;
                 let hub = Hub::new(config).unwrap();
@@ -118,9 +135,34 @@ impl Publisher {
 
     /// A subscriber task; it returns when the publisher closes, with the
     /// time it took each event (if `stamp`).
-    fn subscribe(&self, rt: &Runtime, tally: &Arc<Tally>, i: usize, stamp: bool) -> JoinHandle<Vec<u64>> {
+    fn subscribe(
+        &self,
+        kind: Kind,
+        rt: &Runtime,
+        tally: &Arc<Tally>,
+        i: usize,
+        stamp: bool,
+    ) -> JoinHandle<Vec<u64>> {
         let tally = Arc::clone(tally);
         match self {
+            Publisher::Gapless { session, .. } if kind == Kind::Gapless => {
+                let mut sub = session.reader().subscribe(session.reader().head()).unwrap();
+                rt.spawn(async move {
+                    let (mut stamps, mut n) = (Vec::new(), 0);
+                    while let Some(r) = sub.recv_batch().await {
+                        let batch = r.expect("never lags: the publisher keeps within a window");
+                        for e in batch {
+                            if stamp {
+                                stamps.push(tally.now());
+                            }
+                            black_box(e);
+                            n += 1;
+                            tally.took(i, n);
+                        }
+                    }
+                    stamps
+                })
+            }
             Publisher::Gapless { session, .. } => {
                 let mut sub = session.reader().subscribe(session.reader().head()).unwrap();
                 rt.spawn(async move {
@@ -196,11 +238,11 @@ fn throughput(c: &mut Criterion) {
     let mut g = c.benchmark_group("subscribe");
     g.throughput(Throughput::Elements(1));
     for n in SUBSCRIBERS {
-        for kind in [Kind::Gapless, Kind::Broadcast] {
+        for kind in KINDS {
             let rt = runtime();
             let tally = Tally::new(n, None);
             let mut publisher = Publisher::new(kind);
-            let tasks: Vec<_> = (0..n).map(|i| publisher.subscribe(&rt, &tally, i, false)).collect();
+            let tasks: Vec<_> = (0..n).map(|i| publisher.subscribe(kind, &rt, &tally, i, false)).collect();
             let mut published = 0u64;
             let mut slowest = 0u64;
             g.bench_function(BenchmarkId::new(kind.name(), n), |b| {
@@ -238,7 +280,7 @@ fn latency(kind: Kind, n: usize) -> Latency {
     let rt = runtime();
     let tally = Tally::new(n, Some(std::thread::current()));
     let mut publisher = Publisher::new(kind);
-    let tasks: Vec<_> = (0..n).map(|i| publisher.subscribe(&rt, &tally, i, true)).collect();
+    let tasks: Vec<_> = (0..n).map(|i| publisher.subscribe(kind, &rt, &tally, i, true)).collect();
     let total = LATENCY_WARMUP + LATENCY_EVENTS;
     let mut sent = Vec::with_capacity(total);
     for k in 1..=total as u64 {
@@ -263,7 +305,7 @@ fn latency(kind: Kind, n: usize) -> Latency {
 fn latencies() {
     let mut rows = Vec::new();
     for n in SUBSCRIBERS {
-        for kind in [Kind::Gapless, Kind::Broadcast] {
+        for kind in KINDS {
             let l = latency(kind, n);
             let q = |x| quantile(&l.sorted, x);
             let mean = l.sorted.iter().sum::<u64>() / l.sorted.len() as u64;

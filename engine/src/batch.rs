@@ -84,7 +84,12 @@ impl<'a> Batch<'a> {
         // SAFETY: `seq` is in `from ..= to`, which `new`'s caller guarantees
         // was published (head acquired) and lies in this pinned chunk.
         let slot = unsafe { self.chunk.get((seq - self.chunk.first) as usize) };
-        EventRef { seq: Seq(seq), stream: slot.stream, index_in_stream: slot.index_in_stream, payload: &slot.payload }
+        EventRef {
+            seq: Seq(seq),
+            stream: slot.stream,
+            index_in_stream: slot.index_in_stream,
+            payload: &slot.payload,
+        }
     }
 }
 

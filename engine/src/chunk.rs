@@ -27,13 +27,16 @@ pub(crate) struct Slot {
     pub(crate) payload: Bytes,
 }
 
+/// One cell's storage.
+pub(crate) type Cell = UnsafeCell<MaybeUninit<Slot>>;
+
 pub(crate) struct Chunk {
     /// Seq stored in `cells[0]`. Immutable while shared: only `recycle`
     /// changes it, through `&mut` (the producer's unique reference).
     pub(crate) first: u64,
     /// The cells. Cell `i` holds seq `first + i` once the ring's head is
     /// `>= first + i`; before that it is uninitialised and nobody reads it.
-    cells: Box<[UnsafeCell<MaybeUninit<Slot>>]>,
+    cells: Box<[Cell]>,
     /// How many cells (a prefix) are initialised. Written by the producer
     /// (Relaxed) only when it lets go of its writing reference (chunk full,
     /// or producer dropped); read only by `Drop`, which runs after every
@@ -124,6 +127,24 @@ impl Chunk {
             // lead to a second drop of the same cell.
             cell.with_mut(|p| unsafe { (*p).assume_init_drop() });
         }
+    }
+
+    /// Cells `a .. a + n`, for walking a range without a lookup per cell.
+    #[inline(always)]
+    pub(crate) fn cells(&self, a: usize, n: usize) -> &[Cell] {
+        &self.cells[a..a + n]
+    }
+
+    /// Reads a cell of [`Chunk::cells`].
+    ///
+    /// # Safety
+    /// As for [`Chunk::get`], for the cell's index.
+    #[inline(always)]
+    pub(crate) unsafe fn read(cell: &Cell) -> &Slot {
+        // SAFETY: the caller guarantees the cell was written and that write
+        // happens-before this read; it is never written again while the
+        // chunk (which the caller borrows) is alive.
+        cell.with(|p| unsafe { (*p).assume_init_ref() })
     }
 
     /// Records how many cells were written; the producer calls this when it

@@ -20,7 +20,9 @@ use std::task::Waker;
 /// Where `Cursor::locate` left the cursor.
 enum Located {
     /// `next <= head`, not evicted, its chunk cached.
-    Ready { head: u64 },
+    Ready {
+        head: u64,
+    },
     Pending,
     End,
 }
@@ -29,7 +31,10 @@ enum Located {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Staged {
     /// A batch `from ..= to` of the cached chunk (`from` is yielded).
-    Ready { from: u64, to: u64 },
+    Ready {
+        from: u64,
+        to: u64,
+    },
     Pending,
     End,
 }

@@ -172,3 +172,97 @@ async fn paced_publish_waits_only_for_attached_laggards() {
     drop(sub);
     tokio::time::timeout(Duration::from_secs(5), writer).await.unwrap().unwrap();
 }
+
+/// Reading in batches yields exactly what reading one by one yields: the
+/// replayed gap, then live events, in order, each once, until the producer
+/// goes (then `None`); a subscriber that falls behind eviction gets one
+/// `Lagged` and then `None`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_subscription_yields_what_recv_yields() {
+    let n: u64 = if cfg!(miri) { 300 } else { 20_000 };
+    let (mut p, r) = ring(RingConfig::new(32_768, 1 << 22)).unwrap();
+    let s = p.open_stream();
+    for seq in 1..=100 {
+        p.publish(&s, payload(seq)).unwrap();
+    }
+    let mut one = r.subscribe(Seq(10)).unwrap();
+    let mut many = r.subscribe(Seq(10)).unwrap();
+    let a = tokio::spawn(async move {
+        let mut got = vec![];
+        while let Some(e) = one.recv().await {
+            let e = e.unwrap();
+            got.push((e.seq.0, e.payload));
+        }
+        got
+    });
+    let b = tokio::spawn(async move {
+        let (mut got, mut batches) = (vec![], 0u64);
+        while let Some(batch) = many.recv_batch().await {
+            let batch = batch.unwrap();
+            batches += 1;
+            got.extend(batch.iter().map(|e| (e.seq.0, e.payload.clone())));
+        }
+        (got, batches)
+    });
+    for seq in 101..=100 + n {
+        p.publish(&s, payload(seq)).unwrap();
+        if seq % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    drop(p);
+    let one = a.await.unwrap();
+    let (many, batches) = b.await.unwrap();
+    assert_eq!(one.len() as u64, 90 + n);
+    assert!(one.iter().zip(11..).all(|((seq, pl), want)| *seq == want && pl[..] == payload(want)[..]));
+    assert_eq!(one, many, "batches yield the same events as recv");
+    assert!(batches <= 90 + n, "at least one event per batch");
+
+    // Lag: a subscriber that does not read while the ring laps it.
+    let (mut p, r) = ring(RingConfig::new(64, 1 << 20)).unwrap();
+    let s = p.open_stream();
+    let mut sub = r.subscribe(Seq(0)).unwrap();
+    for seq in 1..=10 {
+        p.publish(&s, payload(seq)).unwrap();
+    }
+    let first = sub.recv_batch().await.unwrap().unwrap();
+    assert_eq!((first.first(), first.len()), (Seq(1), 10));
+    for seq in 11..=500 {
+        p.publish(&s, payload(seq)).unwrap();
+    }
+    let lag = sub.recv_batch().await.unwrap().unwrap_err();
+    assert_eq!(lag.wanted, Seq(11));
+    assert!(sub.recv_batch().await.is_none(), "nothing after a lag");
+}
+
+/// A stream subscription read in batches skips other streams, ends with its
+/// stream, and counts as consumption for paced publishing: a paced writer
+/// with a mark of 4 runs to completion against a batch reader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_stream_subscription_paces_and_ends() {
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let s = hub.create(None).unwrap();
+    let a = s.open_stream().unwrap();
+    let b = s.open_stream().unwrap();
+    let mut sub = s.subscribe_stream(a.id(), Seq(0)).unwrap();
+    let (s2, a2, b2) = (Arc::clone(&s), a.clone(), b.clone());
+    let writer = tokio::spawn(async move {
+        for i in 0..500u64 {
+            s2.publish_paced(&a2, payload(i), 4).await.unwrap();
+            s2.publish(&b2, Bytes::new()).unwrap();
+        }
+        s2.end_stream(&a2).unwrap();
+    });
+    // While we do not read, the writer stops at the mark.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(a.info().published, 4, "writer did not stop at the high-water mark");
+    let mut got = vec![];
+    while let Some(batch) = sub.recv_batch().await {
+        for e in batch.unwrap() {
+            assert_eq!(e.stream, a.id());
+            got.push(u64::from_le_bytes(e.payload[..8].try_into().unwrap()));
+        }
+    }
+    assert_eq!(got, (0..500).collect::<Vec<_>>());
+    tokio::time::timeout(Duration::from_secs(5), writer).await.unwrap().unwrap();
+}

@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 use gapless::{
-    ring, ConfigError, Coverage, Cursor, Lagged, Next, NextBatch, Producer, PublishError, Reader, RingConfig, Seq,
-    SnapshotError, StreamHandle, StreamId, MAX_CAPACITY,
+    ring, ConfigError, Coverage, Cursor, Lagged, Next, NextBatch, Producer, PublishError, Reader, RingConfig,
+    Seq, SnapshotError, StreamHandle, StreamId, MAX_CAPACITY,
 };
 use std::collections::VecDeque;
 
@@ -1114,9 +1114,12 @@ fn drain_one_by_one(c: &mut Cursor) -> (Vec<Seen>, Result<Next, Lagged>) {
     let mut got = vec![];
     loop {
         match c.try_next() {
-            Ok(Next::Event(e)) => {
-                got.push((e.seq.0, e.stream, e.index_in_stream, u64::from_le_bytes(e.payload[..8].try_into().unwrap())))
-            }
+            Ok(Next::Event(e)) => got.push((
+                e.seq.0,
+                e.stream,
+                e.index_in_stream,
+                u64::from_le_bytes(e.payload[..8].try_into().unwrap()),
+            )),
             other => return (got, other),
         }
     }
@@ -1135,7 +1138,12 @@ fn drain_batches(c: &mut Cursor) -> (Vec<Seen>, Result<Next, Lagged>, usize) {
                 assert_eq!(*evs.last().unwrap(), b.last());
                 assert!(b.last().seq <= b.covered_to());
                 got.extend(evs.iter().map(|e| {
-                    (e.seq.0, e.stream, e.index_in_stream, u64::from_le_bytes(e.payload[..8].try_into().unwrap()))
+                    (
+                        e.seq.0,
+                        e.stream,
+                        e.index_in_stream,
+                        u64::from_le_bytes(e.payload[..8].try_into().unwrap()),
+                    )
                 }));
             }
             Ok(NextBatch::Pending) => return (got, Ok(Next::Pending), batches),
@@ -1193,6 +1201,51 @@ fn batches_yield_what_single_reads_yield() {
             let (a, a_end) = drain_one_by_one(one);
             let (b, b_end, _) = drain_batches(many);
             assert_eq!((a, a_end), (b, b_end), "after the producer went");
+        }
+    }
+}
+
+/// Internal iteration of a snapshot (`for_each`, `fold`, `count`: a walk
+/// over each chunk's cells) yields exactly what `next` yields, for whole
+/// and per-stream snapshots, from any starting point, after a partial walk.
+#[test]
+fn snapshot_fold_matches_next() {
+    let mut rng = Rng(11);
+    for _ in 0..iters(60, 6) {
+        let chunk = 1 << rng.below(4);
+        let cap = 1 + rng.below(40) as usize;
+        let (mut p, r) = new_ring(cfg(cap, 1 << 20, chunk));
+        let streams: Vec<StreamHandle> = (0..3).map(|_| p.open_stream()).collect();
+        let n = rng.below(80);
+        for seq in 1..=n {
+            p.publish(&streams[rng.below(3) as usize], payload(seq, 8)).unwrap();
+        }
+        let oldest = r.oldest().0;
+        let after = Seq(oldest - 1 + rng.below(cap as u64 + 1).min(n + 1 - oldest));
+        let mut snaps = vec![r.snapshot(after).unwrap()];
+        for s in &streams {
+            if let Ok(snap) = r.snapshot_stream(s.id(), after) {
+                snaps.push(snap);
+            }
+        }
+        for snap in &snaps {
+            // `from_fn` drives the snapshot's own `next`, never its `fold`.
+            let mut it = snap.iter();
+            let by_next: Vec<u64> = std::iter::from_fn(|| it.next()).map(|e| e.seq.0).collect();
+            let mut by_fold = vec![];
+            snap.iter().for_each(|e| by_fold.push(e.seq.0));
+            assert_eq!(by_next, by_fold);
+            assert_eq!(snap.iter().count(), by_next.len());
+            assert_eq!(snap.len(), by_next.len());
+            // Part by `next`, the rest by `fold`.
+            let k = rng.below(by_next.len() as u64 + 1) as usize;
+            let mut it = snap.iter();
+            let mut mixed: Vec<u64> = (0..k).map(|_| it.next().unwrap().seq.0).collect();
+            it.for_each(|e| {
+                assert_eq!(u64::from_le_bytes(e.payload[..8].try_into().unwrap()), e.seq.0);
+                mixed.push(e.seq.0)
+            });
+            assert_eq!(mixed, by_next);
         }
     }
 }
