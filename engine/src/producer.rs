@@ -231,9 +231,9 @@ impl Producer {
         // The publication point: the cell and the stream record written
         // above happen-before any reader's Acquire load that sees `seq`.
         #[cfg(not(gapless_mutant = "relaxed_publish"))]
-        self.shared.head.store(seq, Ordering::Release);
+        self.shared.window.head.store(seq, Ordering::Release);
         #[cfg(gapless_mutant = "relaxed_publish")]
-        self.shared.head.store(seq, Ordering::Relaxed);
+        self.shared.window.head.store(seq, Ordering::Relaxed);
         self.shared.wake_waiters();
         Ok(Seq(seq))
     }
@@ -279,7 +279,7 @@ impl Producer {
         }
         debug_assert!(o <= seq, "eviction never passes the event being published");
         #[cfg(not(gapless_mutant = "late_evict"))]
-        self.shared.oldest.store(o, Ordering::Release);
+        self.shared.window.oldest.store(o, Ordering::Release);
         self.oldest = o;
         // Chunks wholly below the new `oldest`: readers already see `oldest`
         // past them (stored above), so clearing their slots never hides a
@@ -297,7 +297,7 @@ impl Producer {
             }
         }
         #[cfg(gapless_mutant = "late_evict")]
-        self.shared.oldest.store(o, Ordering::Release);
+        self.shared.window.oldest.store(o, Ordering::Release);
     }
 
     /// Payload length of retained `seq` (producer-side read of its own cell).

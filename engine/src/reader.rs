@@ -400,11 +400,11 @@ impl Cursor {
             self.registrant = true;
         }
         {
-            let mut ws = lock(&sh.wakers);
+            let mut ws = lock(&sh.sleepers.wakers);
             if !ws.iter().any(|w| w.will_wake(waker)) {
                 ws.push(waker.clone());
             }
-            sh.waiting.store(true, Ordering::Relaxed);
+            sh.sleepers.waiting.store(true, Ordering::Relaxed);
         }
         // Our store of `waiting`, this fence, then the load of `head`; the
         // producer stores `head`, fences, then loads `waiting`

@@ -126,8 +126,11 @@ impl std::error::Error for ConfigError {}
 
 pub(crate) type Directory = HashMap<StreamId, Arc<StreamRecord>>;
 
-/// State shared by the producer and every reader.
-pub(crate) struct Shared {
+/// The two words every read looks at, on a cache line of their own: the
+/// producer writes both on a publish that evicts, and nothing else that is
+/// written often (reference counts, the sleepers' lock) shares their line.
+#[repr(C, align(64))]
+pub(crate) struct Window {
     /// Seq of the newest published event (0 before the first). Written only
     /// by the producer, with a Release store after the event's cell and
     /// stream record are written (this is the publication point); read with
@@ -139,6 +142,22 @@ pub(crate) struct Shared {
     /// `head + 1 - oldest <= capacity` whenever both are read after the same
     /// publish.
     pub(crate) oldest: AtomicU64,
+}
+
+/// Wakers of sleeping readers and whether there are any (`waiting`, written
+/// only under the lock so that the two agree). Pushed by readers in
+/// `Cursor::register` before every sleep, drained by the producer; on its
+/// own cache line so that sleeping readers do not disturb `Window`.
+#[repr(align(64))]
+pub(crate) struct Sleepers {
+    pub(crate) wakers: Mutex<Vec<Waker>>,
+    pub(crate) waiting: AtomicBool,
+}
+
+/// State shared by the producer and every reader.
+pub(crate) struct Shared {
+    /// `head` and `oldest`, alone on their cache line (see [`Window`]).
+    pub(crate) window: Window,
     /// Set once by the producer's `Drop` (Release), before its final wake-up.
     pub(crate) closed: AtomicBool,
     /// Smallest high-water seq among reclaimed stream records that still had
@@ -164,11 +183,8 @@ pub(crate) struct Shared {
     /// Stream records by id, copy-on-write. Replaced only by the producer
     /// (stream open, record reclamation); read by readers.
     pub(crate) streams: AtomicArc<Directory>,
-    /// Wakers of sleeping readers, and whether there are any (`waiting`,
-    /// written only under this lock so that the two agree). Pushed by
-    /// readers in `Cursor::register`, drained by the producer.
-    pub(crate) wakers: Mutex<Vec<Waker>>,
-    pub(crate) waiting: AtomicBool,
+    /// Wakers of sleeping readers (see [`Sleepers`]).
+    pub(crate) sleepers: Sleepers,
     /// Live cursors that have registered a waker at least once. While it is
     /// zero a publish pays no StoreLoad fence (see `barrier.rs`).
     pub(crate) registrants: AtomicUsize,
@@ -180,8 +196,8 @@ pub(crate) struct Shared {
 impl fmt::Debug for Shared {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Shared")
-            .field("head", &self.head.load(Ordering::Relaxed))
-            .field("oldest", &self.oldest.load(Ordering::Relaxed))
+            .field("head", &self.window.head.load(Ordering::Relaxed))
+            .field("oldest", &self.window.oldest.load(Ordering::Relaxed))
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
@@ -190,12 +206,12 @@ impl fmt::Debug for Shared {
 impl Shared {
     #[inline]
     pub(crate) fn head(&self) -> u64 {
-        self.head.load(Ordering::Acquire)
+        self.window.head.load(Ordering::Acquire)
     }
 
     #[inline]
     pub(crate) fn oldest(&self) -> u64 {
-        self.oldest.load(Ordering::Acquire)
+        self.window.oldest.load(Ordering::Acquire)
     }
 
     #[inline]
@@ -239,7 +255,7 @@ impl Shared {
         if self.asymmetric {
             fence(Ordering::SeqCst);
         }
-        if self.waiting.load(Ordering::Relaxed) {
+        if self.sleepers.waiting.load(Ordering::Relaxed) {
             self.wake_all();
         }
     }
@@ -247,8 +263,8 @@ impl Shared {
     #[cold]
     fn wake_all(&self) {
         let wakers = {
-            let mut ws = lock(&self.wakers);
-            self.waiting.store(false, Ordering::Relaxed);
+            let mut ws = lock(&self.sleepers.wakers);
+            self.sleepers.waiting.store(false, Ordering::Relaxed);
             std::mem::take(&mut *ws)
         };
         for w in wakers {
@@ -266,8 +282,7 @@ pub fn ring(config: RingConfig) -> Result<(Producer, Reader), ConfigError> {
     let needed = config.capacity.div_ceil(config.chunk_events) + 1;
     let nslots = needed.next_power_of_two();
     let shared = Arc::new(Shared {
-        head: AtomicU64::new(0),
-        oldest: AtomicU64::new(1),
+        window: Window { head: AtomicU64::new(0), oldest: AtomicU64::new(1) },
         closed: AtomicBool::new(false),
         streams_opened: AtomicU64::new(0),
         reclaimed_undelivered: AtomicU64::new(u64::MAX),
@@ -277,8 +292,7 @@ pub fn ring(config: RingConfig) -> Result<(Producer, Reader), ConfigError> {
         config,
         id: next_ring_id(),
         streams: AtomicArc::new(Some(Arc::new(HashMap::new()))),
-        wakers: Mutex::new(Vec::new()),
-        waiting: AtomicBool::new(false),
+        sleepers: Sleepers { wakers: Mutex::new(Vec::new()), waiting: AtomicBool::new(false) },
         registrants: AtomicUsize::new(0),
         asymmetric: barrier::asymmetric_available(),
     });

@@ -10,7 +10,7 @@
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use gapless::{
-    ring, Coverage, Cursor, Event, Lagged, Next, Producer, PublishError, Reader, RingConfig, Seq, Snapshot,
+    ring, Coverage, Cursor, Event, Lagged, Next, NextBatch, Producer, PublishError, Reader, RingConfig, Seq, Snapshot,
     SnapshotError, StreamHandle, StreamId, StreamInfo,
 };
 use gapless_fuzz::model_ring::{MPublishError, ModelRing};
@@ -89,6 +89,8 @@ struct World {
     cursors: Vec<Option<ModelCursor>>,
     pinned: Vec<Pinned>,
     payload_counter: u64,
+    /// log2 of the ring's chunk size.
+    chunk_log: u32,
 }
 
 impl World {
@@ -229,6 +231,69 @@ impl World {
             ),
         }
         assert_eq!(mc.cursor.position(), Seq(mc.next), "cursor position");
+        self.cursors[slot] = Some(mc);
+    }
+
+    /// One `try_next_batch`: the batch must be the model's next events of
+    /// the cursor, from the first one up to the head or the end of that
+    /// event's chunk, whichever comes first.
+    fn step_cursor_batch(&mut self, slot: usize) {
+        let Some(mut mc) = self.cursors[slot].take() else { return };
+        let finished = self.finished(&mc);
+        let want = self.model_next(&mut mc);
+        let got = match mc.cursor.try_next_batch() {
+            Ok(NextBatch::Events(b)) => Ok(Some((
+                b.first().0,
+                b.covered_to().0,
+                b.iter().map(|e| e.to_event()).collect::<Vec<_>>(),
+                b.len(),
+                b.last().seq.0,
+            ))),
+            Ok(NextBatch::Pending) => Ok(None),
+            Ok(NextBatch::End) => Err(None),
+            Err(l) => Err(Some(l)),
+        };
+        match (want, got) {
+            (Ok(Some(first)), Ok(Some((b_first, covered_to, events, len, last)))) => {
+                let chunk_end = (((first - 1) >> self.chunk_log) + 1) << self.chunk_log;
+                let end = self.model.head().min(chunk_end);
+                assert_eq!(b_first, first, "batch first");
+                assert_eq!(covered_to, end, "batch range end");
+                let mut seqs = vec![first];
+                loop {
+                    let save = mc.next;
+                    match self.model_next(&mut mc) {
+                        Ok(Some(s)) if s <= end => seqs.push(s),
+                        _ => {
+                            mc.next = save;
+                            break;
+                        }
+                    }
+                }
+                mc.next = end + 1;
+                assert_eq!(events.iter().map(|e| e.seq.0).collect::<Vec<_>>(), seqs, "batch events");
+                assert_eq!((len, last), (seqs.len(), *seqs.last().unwrap()), "batch len/last");
+                for e in &events {
+                    self.check_event(e, e.seq.0);
+                }
+                assert_eq!(mc.cursor.position(), Seq(mc.next), "cursor position after a batch");
+            }
+            (Ok(None), Ok(None)) if !finished => {
+                assert_eq!(mc.cursor.position(), Seq(mc.next), "cursor position");
+            }
+            // After `End` a stream cursor's position is not meaningful (a
+            // batch read may have scanned past the stream's last event).
+            (Ok(None), Err(None)) if finished => {}
+            (Err((wanted, oldest)), Err(Some(Lagged { wanted: w, oldest: o }))) => {
+                assert_eq!((w, o), (Seq(wanted), Seq(oldest)), "Lagged numbers");
+                assert_eq!(mc.cursor.position(), Seq(mc.next), "cursor position");
+            }
+            (want, got) => panic!(
+                "cursor {slot} ({:?}) batch: model {want:?} (finished {finished}), engine {:?}",
+                mc.stream,
+                got.map(|o| o.map(|(f, t, ..)| (f, t)))
+            ),
+        }
         self.cursors[slot] = Some(mc);
     }
 
@@ -460,8 +525,13 @@ impl World {
                 }
             }
             Op::Next { slot, times } => {
+                // The high bit picks batch reads (`try_next_batch`).
                 for _ in 0..=(times % 8) {
-                    self.step_cursor(usize::from(slot) % MAX_CURSORS);
+                    if times & 0x80 != 0 {
+                        self.step_cursor_batch(usize::from(slot) % MAX_CURSORS);
+                    } else {
+                        self.step_cursor(usize::from(slot) % MAX_CURSORS);
+                    }
                 }
             }
             Op::Seek { slot, at } => {
@@ -592,6 +662,7 @@ fuzz_target!(|input: Input| {
         cursors: (0..MAX_CURSORS).map(|_| None).collect(),
         pinned: Vec::new(),
         payload_counter: 0,
+        chunk_log: u32::from(input.chunk_log % 4),
     };
     for op in input.ops {
         w.apply(op);
