@@ -133,13 +133,16 @@
 //! * [`ring`], [`RingConfig`], [`Producer`], [`Reader`]: the ring.
 //! * [`Coverage`]: the wait-free gap check.
 //! * [`Snapshot`]: pinned, zero-copy gaps.
+//! * [`Cursor::try_next_batch`], [`Batch`]: a chunk's available events at
+//!   once, borrowed (no reference count per event).
 //! * [`StreamHandle`], [`StreamInfo`]: per-stream bookkeeping.
 //! * [`Hub`], [`Session`], [`SessionId`]: sessions with incarnations, limits
 //!   and a per-session writer lock in front of each ring.
 //! * [`event_id`]: the `<tag>-<seq>` wire codec; [`EventId`], [`Namespace`].
 //! * [`Hub::decide`], [`Decision`], [`Refusal`]: the resume decision table.
 //! * [`Hub::migrate`], [`Hub::redeem`], [`Ticket`]: WebSocket migration tickets.
-//! * `Subscription` (feature `tokio`): replay, then live; paced publishing.
+//! * `Subscription` (feature `tokio`): replay, then live, one owned event
+//!   (`recv`) or a borrowed batch (`recv_batch`) at a time; paced publishing.
 //! * [`client`]: the sans-IO client guard.
 
 mod barrier;
