@@ -91,25 +91,39 @@ impl Subscription {
     /// session closed; `Ready(Some(Err(..)))` once if it fell behind
     /// eviction (then `None`).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, Lagged>>> {
+        self.poll_with(cx, |s| {
+            Ok(match s.try_recv()? {
+                Next::Event(e) => Step::Ready(e),
+                Next::Pending => Step::Pending,
+                Next::End => Step::End,
+            })
+        })
+    }
+
+    /// The waiting loop of every poll: look; if nothing is there, register
+    /// the waker, and look once more before sleeping (what happened between
+    /// the first look and the registration, an end say, wakes nobody).
+    fn poll_with<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut look: impl FnMut(&mut Self) -> Result<Step<T>, Lagged>,
+    ) -> Poll<Option<Result<T, Lagged>>> {
         loop {
-            match self.try_recv() {
-                Ok(Next::Event(e)) => return Poll::Ready(Some(Ok(e))),
-                Ok(Next::End) => return Poll::Ready(None),
-                Err(l) => return Poll::Ready(Some(Err(l))),
-                Ok(Next::Pending) => {
+            let found = match look(self) {
+                Ok(Step::Pending) => {
                     if !self.live.register(cx.waker()) {
                         continue; // the head moved: look again
                     }
-                    // Registered: anything after this wakes us. Look once
-                    // more for what happened before (an end, say).
-                    match self.try_recv() {
-                        Ok(Next::Pending) => return Poll::Pending,
-                        Ok(Next::Event(e)) => return Poll::Ready(Some(Ok(e))),
-                        Ok(Next::End) => return Poll::Ready(None),
-                        Err(l) => return Poll::Ready(Some(Err(l))),
-                    }
+                    look(self)
                 }
-            }
+                other => other,
+            };
+            return match found {
+                Ok(Step::Ready(t)) => Poll::Ready(Some(Ok(t))),
+                Ok(Step::Pending) => Poll::Pending,
+                Ok(Step::End) => Poll::Ready(None),
+                Err(l) => Poll::Ready(Some(Err(l))),
+            };
         }
     }
 
@@ -151,30 +165,11 @@ impl Subscription {
     }
 
     fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Source, Lagged>>> {
-        loop {
-            match self.advance_batch() {
-                Ok(Step::Ready(src)) => return Poll::Ready(Some(Ok(src))),
-                Ok(Step::End) => return Poll::Ready(None),
-                Err(l) => return Poll::Ready(Some(Err(l))),
-                Ok(Step::Pending) => {
-                    if !self.live.register(cx.waker()) {
-                        continue; // the head moved: look again
-                    }
-                    // Registered: anything after this wakes us. Look once
-                    // more for what happened before (an end, say).
-                    return match self.advance_batch() {
-                        Ok(Step::Pending) => Poll::Pending,
-                        Ok(Step::Ready(src)) => Poll::Ready(Some(Ok(src))),
-                        Ok(Step::End) => Poll::Ready(None),
-                        Err(l) => Poll::Ready(Some(Err(l))),
-                    };
-                }
-            }
-        }
+        self.poll_with(cx, Self::advance_batch)
     }
 
     /// Finds the next batch (replay first, then live) and moves past it.
-    fn advance_batch(&mut self) -> Result<Step, Lagged> {
+    fn advance_batch(&mut self) -> Result<Step<Source>, Lagged> {
         if self.done {
             return Ok(Step::End);
         }
@@ -251,10 +246,10 @@ enum Source {
     Live { from: u64, to: u64 },
 }
 
-/// What `Subscription::advance_batch` found.
+/// What one look of a subscription found.
 #[derive(Clone, Copy, Debug)]
-enum Step {
-    Ready(Source),
+enum Step<T> {
+    Ready(T),
     Pending,
     End,
 }
