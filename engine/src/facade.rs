@@ -281,7 +281,7 @@ impl Resume {
         let consumed = replay_start(&session, &self.snapshot);
         let mut sub = Subscription::new(session.reader(), self.snapshot);
         if let Some(s) = self.stream {
-            sub.gate = Some(session.pace.attach(s, consumed));
+            sub.gate = session.pace.attach(&session, s, consumed);
         }
         sub
     }
@@ -320,12 +320,23 @@ impl PaceTable {
     }
 
     /// Attaches a subscription that has already taken the stream's events
-    /// up to position `consumed`.
-    fn attach(&self, stream: StreamId, consumed: u64) -> Arc<PaceGate> {
+    /// up to position `consumed`; `None` if the stream has ended (nothing
+    /// more can be published on it, so there is nothing to pace).
+    fn attach(&self, session: &Session, stream: StreamId, consumed: u64) -> Option<Arc<PaceGate>> {
+        let ended = || session.reader().stream(stream).map_or(true, |i| i.ended);
+        if ended() {
+            return None;
+        }
         let g = self.gate(stream);
         g.consumed.fetch_max(consumed, SeqCst);
         g.attached.fetch_add(1, SeqCst);
-        g
+        // Ending a stream marks it ended, then forgets its gate. If that
+        // forgetting ran before our insert, we see the mark now and forget
+        // the gate ourselves, so the table never keeps an ended stream.
+        if ended() {
+            self.forget(stream);
+        }
+        Some(g)
     }
 
     /// Forgets an ended stream's gate (holders keep their `Arc`), so the
@@ -375,7 +386,7 @@ impl Session {
         let snapshot = self.reader().snapshot_stream(stream, after)?;
         let consumed = replay_start(self, &snapshot);
         let mut sub = Subscription::new(self.reader(), snapshot);
-        sub.gate = Some(self.pace.attach(stream, consumed));
+        sub.gate = self.pace.attach(self, stream, consumed);
         Ok(sub)
     }
 
@@ -423,5 +434,34 @@ impl Session {
             gate.producer_waiting.store(false, SeqCst);
         }
         self.publish(stream, payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Hub, HubConfig, Seq};
+    use bytes::Bytes;
+
+    /// Subscribing to (or resuming) a stream that has ended attaches no
+    /// pacing gate: the session's gate table only holds streams that can
+    /// still be published on, however many late subscribers come.
+    #[test]
+    fn ended_streams_leave_no_pacing_gate() {
+        let hub = Hub::new(HubConfig::default()).unwrap();
+        let s = hub.create(None).unwrap();
+        let live = s.open_stream().unwrap();
+        let done = s.open_stream().unwrap();
+        s.publish(&done, Bytes::from_static(b"x")).unwrap();
+        let sub_live = s.subscribe_stream(live.id(), Seq(0)).unwrap();
+        assert!(sub_live.gate.is_some());
+        s.end_stream(&done).unwrap();
+        let gates = || crate::sync::lock(&s.pace.gates).len();
+        assert_eq!(gates(), 1, "only the live stream's gate");
+        let late: Vec<_> = (0..10).map(|_| s.subscribe_stream(done.id(), Seq(0)).unwrap()).collect();
+        assert!(late.iter().all(|l| l.gate.is_none()));
+        assert_eq!(gates(), 1, "an ended stream gets no gate");
+        drop(sub_live);
+        s.end_stream(&live).unwrap();
+        assert_eq!(gates(), 0);
     }
 }

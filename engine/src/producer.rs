@@ -84,6 +84,8 @@ pub struct Producer {
     streams_opened: u64,
     /// Directory size after the last reclamation sweep.
     swept_len: usize,
+    /// Tombstoned stream ids, oldest first (see `Shared::tombstones`).
+    tomb_order: std::collections::VecDeque<StreamId>,
 }
 
 impl fmt::Debug for Producer {
@@ -119,6 +121,7 @@ impl Producer {
             spare: None,
             streams_opened: 0,
             swept_len: 0,
+            tomb_order: std::collections::VecDeque::new(),
         }
     }
 
@@ -140,6 +143,7 @@ impl Producer {
             // ones go too, their high-water seq folded into
             // `reclaimed_undelivered` (a conservative bound).
             let mut undelivered: Vec<(StreamId, u64)> = Vec::new();
+            let mut reclaimed: Vec<(StreamId, u64, u64)> = Vec::new();
             dir.retain(|id, r| {
                 if !reclaimable(r, oldest) {
                     return true;
@@ -149,8 +153,10 @@ impl Producer {
                     undelivered.push((*id, high));
                     return true;
                 }
+                reclaimed.push((*id, r.first.load(Ordering::Acquire), high));
                 false
             });
+            self.remember(reclaimed);
             if undelivered.len() > KEEP_UNDELIVERED {
                 undelivered.sort_unstable();
                 let excess = undelivered.len() - KEEP_UNDELIVERED;
@@ -165,6 +171,25 @@ impl Producer {
         self.shared.streams.store(Some(Arc::new(dir)));
         self.shared.streams_opened.store(self.streams_opened, Ordering::Release);
         StreamHandle { rec }
+    }
+
+    /// Keeps tombstones of fully delivered reclaimed streams, the newest
+    /// `KEEP_TOMBSTONES`.
+    fn remember(&mut self, mut reclaimed: Vec<(StreamId, u64, u64)>) {
+        if reclaimed.is_empty() {
+            return;
+        }
+        reclaimed.sort_unstable();
+        let mut t = self.shared.tombstones.load_full().map(|t| (*t).clone()).unwrap_or_default();
+        for (id, first, high) in reclaimed {
+            t.insert(id, (first, high));
+            self.tomb_order.push_back(id);
+        }
+        while self.tomb_order.len() > KEEP_TOMBSTONES {
+            let id = self.tomb_order.pop_front().expect("longer than the bound");
+            t.remove(&id);
+        }
+        self.shared.tombstones.store(Some(Arc::new(t)));
     }
 
     /// A handle to an already opened stream, if its record is kept.
@@ -374,6 +399,10 @@ impl Geometry {
 /// Most records of finished, evicted, not fully delivered streams a ring
 /// keeps (see `open_stream`).
 const KEEP_UNDELIVERED: usize = 256;
+
+/// Most tombstones (first and last seq of a reclaimed, fully delivered
+/// stream) a ring keeps: 256 entries, a few KiB at most.
+const KEEP_TOMBSTONES: usize = 256;
 
 fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
     r.ended.load(Ordering::Acquire) && r.high.load(Ordering::Acquire) < oldest

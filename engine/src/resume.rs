@@ -232,16 +232,33 @@ impl Hub {
                     }
                 }
                 // Row 7.
-                match reader.snapshot_stream(c.stream, c.seq) {
-                    Ok(snapshot) => Ok(Resume {
-                        session: Arc::clone(&session),
-                        cursor,
-                        after,
-                        stream: Some(c.stream),
-                        snapshot,
-                    }),
-                    Err(e) => Err(gap_refusal(&session, Some(c), e)),
-                }
+                let snapshot = match reader.snapshot_stream(c.stream, c.seq) {
+                    Ok(snapshot) => snapshot,
+                    // The record was reclaimed (the stream ended, was fully
+                    // delivered, and all its events left the ring). At its
+                    // last event nothing is missing: an empty resume, which
+                    // ends at once. Before it, its later events are gone.
+                    Err(SnapshotError::UnknownStream { .. })
+                        if reader.shared.tombstone(c.stream).is_some_and(|(_, high)| high == c.seq.0) =>
+                    {
+                        Snapshot::empty(crate::sync::Arc::clone(&reader.shared), c.seq.0, Some(c.stream))
+                    }
+                    Err(SnapshotError::UnknownStream { .. })
+                        if reader.shared.tombstone(c.stream).is_some() =>
+                    {
+                        let oldest = reader.oldest();
+                        return Err(Refusal::GapNotCovered {
+                            cursor,
+                            oldest,
+                            oldest_id: reader.stream_of(oldest).map(|s| session.event_id(s, oldest)),
+                            // At least the stream's last event; the cursor's
+                            // position in the stream is unknown (evicted).
+                            missing: 1,
+                        });
+                    }
+                    Err(e) => return Err(gap_refusal(&session, Some(c), e)),
+                };
+                Ok(Resume { session: Arc::clone(&session), cursor, after, stream: Some(c.stream), snapshot })
             }
             ResumeTarget::Session => {
                 // Row 6, migration form.
@@ -262,9 +279,10 @@ impl Hub {
 }
 
 /// Whether cursor `c` (seq <= head) names an event of its stream. Exact for
-/// retained events; for evicted ones the stream's record must exist and
-/// span the seq (a reclaimed record, whose events are all gone, cannot be
-/// checked and is accepted: row 7 then refuses the gap).
+/// retained events; for evicted ones the stream's record (or, once it was
+/// reclaimed, its tombstone) must span the seq. A reclaimed stream whose
+/// tombstone is gone too cannot be checked and is accepted: row 7 then
+/// refuses the gap.
 fn belongs(session: &Session, c: &EventId) -> bool {
     let reader = session.reader();
     if let Some(s) = reader.stream_of(c.seq) {
@@ -272,7 +290,10 @@ fn belongs(session: &Session, c: &EventId) -> bool {
     }
     match reader.stream(c.stream) {
         Some(info) => info.first.0 != 0 && info.first <= c.seq && c.seq <= info.high,
-        None => true,
+        None => match reader.shared.tombstone(c.stream) {
+            Some((first, high)) => first != 0 && first <= c.seq.0 && c.seq.0 <= high,
+            None => true,
+        },
     }
 }
 
@@ -284,7 +305,8 @@ fn gap_refusal(session: &Session, cursor: Option<EventId>, e: SnapshotError) -> 
             oldest_id: session.reader().stream_of(oldest).map(|s| session.event_id(s, oldest)),
             missing,
         },
-        // A reclaimed stream: it ended and every event of it was evicted.
+        // A reclaimed stream whose tombstone is gone too: it ended and every
+        // event of it was evicted; how many after the cursor is unknown.
         SnapshotError::UnknownStream { .. } => {
             let oldest = session.reader().oldest();
             Refusal::GapNotCovered {

@@ -125,6 +125,7 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 pub(crate) type Directory = HashMap<StreamId, Arc<StreamRecord>>;
+pub(crate) type Tombstones = HashMap<StreamId, (u64, u64)>;
 
 /// The two words every read looks at, on a cache line of their own: the
 /// producer writes both on a publish that evicts, and nothing else that is
@@ -183,6 +184,11 @@ pub(crate) struct Shared {
     /// Stream records by id, copy-on-write. Replaced only by the producer
     /// (stream open, record reclamation); read by readers.
     pub(crate) streams: AtomicArc<Directory>,
+    /// `(first, high)` seqs of the most recently reclaimed records (ended,
+    /// fully delivered, every event evicted), copy-on-write, at most
+    /// `KEEP_TOMBSTONES` (producer.rs). Lets a resume on such a stream tell
+    /// "nothing after the stream's last event" from "events were lost".
+    pub(crate) tombstones: AtomicArc<Tombstones>,
     /// Wakers of sleeping readers (see [`Sleepers`]).
     pub(crate) sleepers: Sleepers,
     /// Live cursors that have registered a waker at least once. While it is
@@ -230,6 +236,11 @@ impl Shared {
         let k = self.chunk_no(seq);
         let c = self.slots[(k as usize) & self.slot_mask].load_full()?;
         (c.first == (k << self.chunk_shift) + 1).then_some(c)
+    }
+
+    /// `(first, high)` of a reclaimed stream, if still remembered.
+    pub(crate) fn tombstone(&self, id: StreamId) -> Option<(u64, u64)> {
+        self.tombstones.load_full().and_then(|t| t.get(&id).copied())
     }
 
     pub(crate) fn stream(&self, id: StreamId) -> Option<Arc<StreamRecord>> {
@@ -292,6 +303,7 @@ pub fn ring(config: RingConfig) -> Result<(Producer, Reader), ConfigError> {
         config,
         id: next_ring_id(),
         streams: AtomicArc::new(Some(Arc::new(HashMap::new()))),
+        tombstones: AtomicArc::new(None),
         sleepers: Sleepers { wakers: Mutex::new(Vec::new()), waiting: AtomicBool::new(false) },
         registrants: AtomicUsize::new(0),
         asymmetric: barrier::asymmetric_available(),

@@ -482,3 +482,55 @@ fn seed_000_reclaimed_undelivered_stream_still_refuses() {
     let r = refusal(migrate(&hub, &s, Some(head)));
     assert!(matches!(r, Refusal::CursorNotDelivered { undelivered: Some(Seq(1)), .. }), "{r:?}");
 }
+
+/// Seed 003 on a finished request stream whose record was reclaimed (it
+/// ended, every event was delivered, then evicted): a resume at its last
+/// event is an empty resume that ends at once (nothing is missing); at an
+/// earlier event it is refused with the loss counted; a seq outside the
+/// stream's span is not its event; past the bound on remembered streams
+/// the engine cannot tell and refuses (`missing: 0`).
+#[cfg(feature = "tokio")]
+#[tokio::test]
+async fn seed_003_resume_of_a_reclaimed_finished_stream() {
+    let hub = hub(4);
+    let s = hub.create(None).unwrap();
+    let sid = s.id().to_string();
+    let done = s.open_stream().unwrap();
+    let seqs = emit(&s, &done, 3); // 1, 2, 3
+    deliver_to(&s, &done, seqs[2]);
+    s.end_stream(&done).unwrap();
+    let churn = |n: usize| {
+        for _ in 0..n {
+            let t = s.open_stream().unwrap();
+            let seq = emit(&s, &t, 1)[0];
+            deliver_to(&s, &t, seq);
+            s.end_stream(&t).unwrap();
+        }
+    };
+    churn(40);
+    assert!(s.reader().stream(done.id()).is_none(), "record reclaimed");
+    let id = |seq: Seq| s.event_id(done.id(), seq).to_string();
+
+    // At the last event: 200, nothing to replay, and the stream is over.
+    let r = match resume_stream(&hub, Some(&sid), &id(seqs[2])) {
+        Decision::Resume(r) => r,
+        Decision::Refused(r) => panic!("expected an empty resume, got {r:?}"),
+    };
+    assert!(r.snapshot.is_empty());
+    assert_eq!(r.stream, Some(done.id()));
+    let mut sub = r.into_subscription();
+    assert!(sub.recv().await.is_none(), "the finished stream ends at once");
+
+    // Before it: its later events are gone, and that is said.
+    let r = refusal(resume_stream(&hub, Some(&sid), &id(seqs[0])));
+    assert!(matches!(r, Refusal::GapNotCovered { missing: 1, .. }), "{r:?}");
+    // A seq that is not the stream's (published later, on another stream).
+    let other = s.reader().oldest();
+    let r = refusal(resume_stream(&hub, Some(&sid), &id(Seq(other.0 - 1))));
+    assert!(matches!(r, Refusal::NamespaceMismatch { .. }), "{r:?}");
+
+    // Hundreds of streams later its tombstone is gone: refused, uncounted.
+    churn(600);
+    let r = refusal(resume_stream(&hub, Some(&sid), &id(seqs[2])));
+    assert!(matches!(r, Refusal::GapNotCovered { missing: 0, .. }), "{r:?}");
+}
