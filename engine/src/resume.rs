@@ -92,7 +92,12 @@ pub enum Refusal {
         /// Event id of `oldest`, when it is a retained event.
         oldest_id: Option<EventId>,
         /// Evicted events of the target after the cursor (see
-        /// [`SnapshotError::Evicted`] for when it is a lower bound).
+        /// [`SnapshotError::Evicted`] for when it is a lower bound). For a
+        /// stream whose record was reclaimed it is 1 (its events after the
+        /// cursor are gone, how many is unknown), or 0 once even its
+        /// tombstone was dropped (the newest 256 are kept per ring): then
+        /// the engine cannot tell a cursor at the stream's end, which
+        /// deserved an empty resume, from one before it.
         missing: u64,
     },
 }
