@@ -207,17 +207,22 @@ impl Hub {
     /// incarnation are foreign to it.
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
-        if !self.reserve_slot() {
-            // Make room from expired sessions once, then try again.
-            if self.sweep_idle() == 0 || !self.reserve_slot() {
+        let (producer, reader) = ring(self.config.ring).map_err(SessionError::Config)?;
+        // Room for one more, if need be after sweeping expired sessions once.
+        // Replacing an existing id needs none (checked under the shard lock).
+        let reserved = self.reserve_slot() || (self.sweep_idle() > 0 && self.reserve_slot());
+        let session = Arc::new(Session::new(id, owner, producer, reader, self.now_ms()));
+        let old = {
+            let mut shard = lock(self.shard(&id));
+            if !reserved && !shard.contains_key(&id) {
                 return Err(SessionError::TooManySessions { max });
             }
-        }
-        let (producer, reader) = ring(self.config.ring).map_err(SessionError::Config)?;
-        let session = Arc::new(Session::new(id, owner, producer, reader, self.now_ms()));
-        let old = lock(self.shard(&id)).insert(id, Arc::clone(&session));
+            shard.insert(id, Arc::clone(&session))
+        };
         if let Some(old) = old {
-            self.count.fetch_sub(1, Ordering::AcqRel);
+            if reserved {
+                self.count.fetch_sub(1, Ordering::AcqRel);
+            }
             old.close();
         }
         Ok(session)

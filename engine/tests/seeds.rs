@@ -381,6 +381,13 @@ fn sessions_bound_idle_and_owner() {
     // A refusal leaves the count intact: still full, still refused.
     assert_eq!(hub.len(), 2);
     assert!(matches!(hub.create(None), Err(gapless::SessionError::TooManySessions { max: 2 })));
+    // A new incarnation under an existing id replaces it: allowed when
+    // full, and the count stays.
+    let c2 = hub.create_with_id(c.id(), None).unwrap();
+    assert!(c.is_closed() && !c2.is_closed());
+    assert_eq!(hub.len(), 2);
+    let _g3 = hub.connect(&c2);
+    assert!(matches!(hub.create(None), Err(gapless::SessionError::TooManySessions { max: 2 })));
     drop(guard);
     assert!(matches!(hub.get(&a.id(), Some("alice")), Err(gapless::SessionError::Expired { .. })));
     assert!(a.is_closed());
