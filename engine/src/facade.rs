@@ -19,7 +19,7 @@ use crate::{Event, Reader, Seq, SessionPublishError, Snapshot, SnapshotError, St
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -32,8 +32,13 @@ pub struct Subscription {
     /// Live follower, positioned right after the snapshot's range.
     live: Cursor,
     /// Pacing gate this subscription is attached to (stream subscriptions
+    /// and whole-session ones created through a session; the latter count
+    /// progress in seqs, see `by_seq`).
     /// created through a session).
     gate: Option<Arc<PaceGate>>,
+    /// The gate counts session seqs (the session's gate), not positions in
+    /// one stream.
+    by_seq: bool,
     /// Set after the end or an error: nothing more is yielded.
     done: bool,
 }
@@ -48,7 +53,7 @@ impl Subscription {
             None => reader.cursor(next),
         };
         let from = snapshot.first().map_or(u64::MAX, |s| s.0);
-        Subscription { replay: Some((snapshot, from)), live, gate: None, done: false }
+        Subscription { replay: Some((snapshot, from)), live, gate: None, by_seq: false, done: false }
     }
 
     /// The stream followed, or `None` for the whole session.
@@ -212,19 +217,21 @@ impl Subscription {
     fn consumed_batch(&self, src: Source) {
         if let Some(g) = &self.gate {
             let last = self.batch(src).last();
-            Self::consumed_on(g, last.index_in_stream);
+            Self::consumed_on(g, if self.by_seq { last.seq.0 } else { last.index_in_stream });
         }
     }
 
     fn consumed(&self, e: &Event) {
         if let Some(g) = &self.gate {
-            Self::consumed_on(g, e.index_in_stream);
+            Self::consumed_on(g, if self.by_seq { e.seq.0 } else { e.index_in_stream });
         }
     }
 
-    fn consumed_on(g: &PaceGate, index_in_stream: u64) {
-        g.consumed.store(index_in_stream, SeqCst);
-        if g.producer_waiting.load(SeqCst) {
+    /// Records progress: a position in the stream, or a seq for the
+    /// session's gate.
+    fn consumed_on(g: &PaceGate, position: u64) {
+        g.consumed.store(position, SeqCst);
+        if g.producers_waiting.load(SeqCst) > 0 {
             g.notify.notify_waiters();
         }
     }
@@ -279,41 +286,67 @@ impl Resume {
     pub fn into_subscription(self) -> Subscription {
         let session = self.session;
         let consumed = replay_start(&session, &self.snapshot);
-        let mut sub = Subscription::new(session.reader(), self.snapshot);
-        if let Some(s) = self.stream {
-            sub.gate = session.pace.attach(&session, s, consumed);
+        match self.stream {
+            Some(s) => {
+                let mut sub = Subscription::new(session.reader(), self.snapshot);
+                sub.gate = session.pace.attach(&session, s, consumed);
+                sub
+            }
+            None => session_subscription(&session, self.snapshot),
         }
-        sub
     }
 }
 
 impl Migration {
     /// Replays the pinned gap (first seq = cursor + 1), then every live
-    /// event of the session.
+    /// event of the session, attached to the session's pacing gate.
     pub fn into_subscription(self) -> Subscription {
-        Subscription::new(self.session.reader(), self.snapshot)
+        session_subscription(&self.session, self.snapshot)
     }
 }
 
-/// Per-stream pacing state: the attached readers' progress.
+/// A whole-session subscription attached to the session's pacing gate: it
+/// reads every stream, so a paced publish on any stream waits for it.
+fn session_subscription(session: &Session, snapshot: Snapshot) -> Subscription {
+    let consumed = snapshot.first().map_or(snapshot.covered_to().0, |f| f.0 - 1);
+    let mut sub = Subscription::new(session.reader(), snapshot);
+    sub.gate = Some(session.pace.attach_session(consumed));
+    sub.by_seq = true;
+    sub
+}
+
+/// Pacing state of a stream (or of the whole session): the attached
+/// readers' progress.
 #[derive(Debug, Default)]
 pub(crate) struct PaceGate {
     /// Attached subscriptions.
     attached: AtomicUsize,
-    /// `index_in_stream` of the last event an attached subscription took.
+    /// `index_in_stream` of the last event an attached subscription took
+    /// (its seq, for the session's gate).
     consumed: AtomicU64,
-    /// Set by a paced publisher before it sleeps.
-    producer_waiting: AtomicBool,
+    /// Paced publishers about to sleep or sleeping on this gate (several can:
+    /// every stream's publishers share the session's gate).
+    producers_waiting: AtomicUsize,
     notify: tokio::sync::Notify,
 }
 
-/// The session's pacing gates, by stream.
+/// The session's pacing gates, by stream, and the gate of whole-session
+/// subscriptions (a WebSocket after migration).
 #[derive(Debug, Default)]
 pub(crate) struct PaceTable {
     gates: Mutex<HashMap<StreamId, Arc<PaceGate>>>,
+    session: Arc<PaceGate>,
 }
 
 impl PaceTable {
+    /// Attaches a whole-session subscription that has taken every event up
+    /// to seq `consumed`.
+    fn attach_session(&self, consumed: u64) -> Arc<PaceGate> {
+        self.session.consumed.fetch_max(consumed, SeqCst);
+        self.session.attached.fetch_add(1, SeqCst);
+        Arc::clone(&self.session)
+    }
+
     /// The gate of `stream`, created on first use.
     fn gate(&self, stream: StreamId) -> Arc<PaceGate> {
         Arc::clone(lock(&self.gates).entry(stream).or_default())
@@ -352,6 +385,7 @@ impl PaceTable {
         for g in lock(&self.gates).values() {
             g.notify.notify_waiters();
         }
+        self.session.notify.notify_waiters();
     }
 }
 
@@ -418,20 +452,36 @@ impl Session {
         high_water: u64,
     ) -> Result<Seq, SessionPublishError> {
         let (gate, stream) = (&*pacer.gate, &pacer.stream);
+        let session_gate = &*self.pace.session;
         let high_water = high_water.max(1);
-        let lagging = || {
+        // The stream's attached reader, or a whole-session one, lags.
+        let stream_lags = || {
             gate.attached.load(SeqCst) > 0
                 && stream.published().saturating_sub(gate.consumed.load(SeqCst)) >= high_water
         };
-        while lagging() && !self.is_closed() {
-            let notified = gate.notify.notified();
+        let session_lags = || {
+            session_gate.attached.load(SeqCst) > 0
+                && self.reader().head().0.saturating_sub(session_gate.consumed.load(SeqCst)) >= high_water
+        };
+        loop {
+            let (g, lags): (&PaceGate, &dyn Fn() -> bool) = if stream_lags() {
+                (gate, &stream_lags)
+            } else if session_lags() {
+                (session_gate, &session_lags)
+            } else {
+                break;
+            };
+            if self.is_closed() {
+                break;
+            }
+            let notified = g.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            gate.producer_waiting.store(true, SeqCst);
-            if lagging() && !self.is_closed() {
+            g.producers_waiting.fetch_add(1, SeqCst);
+            if lags() && !self.is_closed() {
                 notified.await;
             }
-            gate.producer_waiting.store(false, SeqCst);
+            g.producers_waiting.fetch_sub(1, SeqCst);
         }
         self.publish(stream, payload)
     }

@@ -2,7 +2,7 @@
 #![cfg(feature = "tokio")]
 
 use bytes::Bytes;
-use gapless::{ring, Hub, HubConfig, Lagged, RingConfig, Seq};
+use gapless::{ring, Decision, Hub, HubConfig, Lagged, ResumeRequest, ResumeTarget, RingConfig, Seq};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -265,4 +265,52 @@ async fn batch_stream_subscription_paces_and_ends() {
     }
     assert_eq!(got, (0..500).collect::<Vec<_>>());
     tokio::time::timeout(Duration::from_secs(5), writer).await.unwrap().unwrap();
+}
+
+/// A whole-session subscription (a migration's, as a WebSocket gets) paces
+/// every stream: two paced writers on two streams stop at the high-water
+/// mark while it does not read, both run to completion as it reads (no
+/// lost wake-up with several writers on one gate), and dropping it
+/// releases them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_subscription_paces_every_stream() {
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let s = hub.create(None).unwrap();
+    let a = s.open_stream().unwrap();
+    let b = s.open_stream().unwrap();
+    let decision = hub.decide(ResumeRequest {
+        session_id: Some(&s.id().to_string()),
+        cursor: None,
+        target: ResumeTarget::Session,
+        owner: None,
+    });
+    let mut sub = match decision {
+        Decision::Resume(r) => r.into_subscription(),
+        Decision::Refused(r) => panic!("{r:?}"),
+    };
+    let writer = |st: gapless::StreamHandle, n: u64| {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move {
+            for i in 0..n {
+                s.publish_paced(&st, payload(i), 8).await.unwrap();
+            }
+        })
+    };
+    let (wa, wb) = (writer(a.clone(), 300), writer(b.clone(), 300));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let head = s.reader().head().0;
+    assert!((8..=9).contains(&head), "writers did not stop at the mark: head {head}");
+    let mut n = 0;
+    while n < 600 {
+        let batch = sub.recv_batch().await.unwrap().unwrap();
+        n += batch.len();
+    }
+    tokio::time::timeout(Duration::from_secs(10), wa).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), wb).await.unwrap().unwrap();
+    // Detaching releases a waiting writer.
+    let w = writer(a.clone(), 50);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!w.is_finished(), "the writer waits for the attached reader");
+    drop(sub);
+    tokio::time::timeout(Duration::from_secs(10), w).await.unwrap().unwrap();
 }

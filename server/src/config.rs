@@ -25,8 +25,9 @@ pub struct ServerConfig {
     /// names, which is right for a server bound to loopback (DNS-rebinding
     /// protection); `*` allows any.
     pub allowed_hosts: Vec<String>,
-    /// A paced publish waits while the attached reader of its stream has
-    /// this many events unread (default: half the ring).
+    /// A paced publish waits while the attached reader of its stream (or a
+    /// migrated session's WebSocket, which reads every stream) has this many
+    /// events unread (default: half the ring).
     pub pace_high_water: u64,
     /// SSE keep-alive comment interval (default 15 s); it also detects dead
     /// connections.
