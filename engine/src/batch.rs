@@ -30,11 +30,15 @@ impl fmt::Debug for Batch<'_> {
 }
 
 impl<'a> Batch<'a> {
-    /// A batch of `chunk`'s seqs `from ..= to`. The caller guarantees that
-    /// every seq in the range was published (it observed a head `>= to`
-    /// with Acquire), that `chunk` holds them and stays pinned for `'a`, and
-    /// that `from` is yielded (matches `filter`).
-    pub(crate) fn new(chunk: &'a Chunk, from: u64, to: u64, filter: Option<StreamId>) -> Self {
+    /// A batch of `chunk`'s seqs `from ..= to`.
+    ///
+    /// # Safety
+    /// Every seq in the range was published (the caller observed a head
+    /// `>= to` with Acquire), `chunk` holds them
+    /// (`chunk.first <= from <= to < chunk.first + chunk.len()`) and stays
+    /// pinned for `'a`. Reading cells relies on it. (`from` must also be
+    /// yielded, i.e. match `filter`, or `last` panics.)
+    pub(crate) unsafe fn new(chunk: &'a Chunk, from: u64, to: u64, filter: Option<StreamId>) -> Self {
         debug_assert!(chunk.first <= from && from <= to && to < chunk.first + chunk.len() as u64);
         Batch { chunk, from, to, filter }
     }

@@ -3,11 +3,12 @@
 //! A chunk holds `len` consecutive seqs starting at `first`. Each cell is
 //! written exactly once, by the producer, before the ring's `head` is
 //! advanced past it with a Release store; it is never written again while the
-//! chunk is alive, and it is dropped only by [`Chunk`]'s `Drop`, which runs
-//! when the last `Arc<Chunk>` goes (the ring's slot, the producer's list and
-//! every snapshot or cursor that pinned it). A chunk that nobody else holds
-//! once it is wholly evicted has its cells dropped and its memory reused by
-//! the producer for a later chunk (`recycle`).
+//! chunk is shared, and it is dropped only by [`Chunk`]'s `Drop`, which runs
+//! when the last `Arc<Chunk>` goes (the ring's slot, the producer's table and
+//! every snapshot or cursor that pinned it), or by `recycle`: a chunk that
+//! nobody else holds once it is wholly evicted (the producer's `Arc` is
+//! unique, `Arc::get_mut`) has its cells dropped and its memory reused for a
+//! later chunk. Both need `&mut`, so no reader can be looking.
 
 use crate::event::StreamId;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
@@ -48,8 +49,8 @@ pub(crate) struct Chunk {
 // SAFETY: a chunk is shared between the producer and readers. Each cell is
 // written once, by the single producer, before the Release store of the
 // ring's head that publishes it; readers only read cells whose seq they
-// saw published with Acquire. After that a cell is immutable until `Drop`,
-// which has exclusive access. The cell contents (`Slot`: ids and `Bytes`)
+// saw published with Acquire. After that a cell is immutable until `Drop`
+// or `recycle`, which have exclusive access (`&mut`). The cell contents (`Slot`: ids and `Bytes`)
 // are themselves `Send + Sync`.
 unsafe impl Sync for Chunk {}
 // SAFETY: see `Sync`; moving the last reference to another thread moves
@@ -104,8 +105,9 @@ impl Chunk {
         debug_assert!(idx < self.cells.len());
         // SAFETY: in bounds (caller computes `idx` below the published head,
         // inside this chunk). The cell is initialised and never written again
-        // while `self` is alive (append-once), so a shared reference that
-        // lives as long as `&self` is sound.
+        // while `self` is shared (append-once; only `recycle` and `Drop`,
+        // through `&mut`, drop cells), so a shared reference that lives as
+        // long as `&self` is sound.
         unsafe { self.cells.get_unchecked(idx) }.with(|p| unsafe { (*p).assume_init_ref() })
     }
 
@@ -143,7 +145,7 @@ impl Chunk {
     pub(crate) unsafe fn read(cell: &Cell) -> &Slot {
         // SAFETY: the caller guarantees the cell was written and that write
         // happens-before this read; it is never written again while the
-        // chunk (which the caller borrows) is alive.
+        // chunk (which the caller borrows) is shared (see `get`).
         cell.with(|p| unsafe { (*p).assume_init_ref() })
     }
 

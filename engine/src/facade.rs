@@ -4,7 +4,7 @@
 //! Waking costs the producer nothing while nobody waits: a subscriber that
 //! finds nothing new registers its waker ([`Cursor::register`]: push it,
 //! raise the ring's waiting flag, fence, re-check `head`); the producer,
-//! after storing `head`, looks at the flag only if some cursor has ever
+//! after storing `head`, looks at the flag only if some live cursor has
 //! registered, and takes the waker list's lock only if the flag is up. A
 //! publish into a session nobody subscribes to pays no fence at all (see the
 //! crate docs, "Publish protocol").

@@ -58,9 +58,8 @@
 //!    stream, payload). Nobody reads it yet.
 //! 5. Update the stream record (`first`, `published`, `high`; Release).
 //! 6. **Publish**: store the new seq in `head` (Release).
-//! 7. **Wake**: if any cursor has ever registered a waker (a count), fence
-//!    and, if one is asleep, wake the sleepers. While no cursor has
-//!    registered, this is a compiler fence and one load: the StoreLoad fence
+//! 7. **Wake**: if a live cursor has registered a waker (a count), fence
+//!    and, if one is asleep, wake the sleepers. While none has, this is a compiler fence and one load: the StoreLoad fence
 //!    the wake-up needs is paid by each registrant once, as a process-wide
 //!    `membarrier` (Linux; elsewhere both sides use `fence(SeqCst)`), see
 //!    `barrier.rs`.

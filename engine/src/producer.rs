@@ -4,7 +4,7 @@
 //! chunks), make sure a chunk has room, write the cell, update the stream
 //! record, then publish with one Release store of `head` and wake sleeping
 //! readers if there are any. No lock, no wait, and no StoreLoad fence while
-//! no reader has ever slept (see `barrier.rs`).
+//! no live cursor has registered a waker (see `barrier.rs`).
 
 use crate::chunk::{Chunk, Slot};
 use crate::event::{Seq, StreamId};
@@ -233,9 +233,9 @@ impl Producer {
         let prev = rec.high.load(Ordering::Relaxed);
         let index = rec.published.load(Ordering::Relaxed) + 1;
         let chunk = held(&self.held, &self.geo, seq);
-        // SAFETY: we are the only producer; cell `fill` of the back chunk is
-        // unwritten and holds `seq`, which is not yet published, so no reader
-        // looks at it.
+        // SAFETY: we are the only producer; cell `fill` of the back chunk
+        // holds `seq`, which is not yet published, so no reader looks at it;
+        // it is unwritten (a new chunk) or was dropped by `recycle`.
         unsafe {
             chunk.write(
                 self.fill,

@@ -312,10 +312,16 @@ impl Cursor {
         }
     }
 
-    /// The batch `advance_batch` just returned.
+    /// The batch `advance_batch` just returned (the cursor was not moved
+    /// in between: its cached chunk is the batch's).
     pub(crate) fn staged(&self, from: u64, to: u64) -> Batch<'_> {
         let chunk = self.chunk.as_deref().expect("staged from the cached chunk");
-        Batch::new(chunk, from, to, self.stream.as_ref().map(|r| r.id))
+        assert!(chunk.first <= from && from <= to && to < chunk.first + chunk.len() as u64);
+        // SAFETY: `advance_batch` returned `from ..= to` after `locate` saw
+        // `head >= to` (Acquire); the range lies in the cached chunk
+        // (asserted), which the cursor pins for as long as the batch
+        // borrows it; `from` is of the cursor's stream.
+        unsafe { Batch::new(chunk, from, to, self.stream.as_ref().map(|r| r.id)) }
     }
 
     /// Positions the cursor on a readable `next`: not past the head, not
@@ -396,8 +402,8 @@ impl Cursor {
             // symmetric path and looks at `waiting` (see `barrier.rs`).
             #[cfg(not(gapless_mutant = "uncounted_registrant"))]
             sh.registrants.fetch_add(1, Ordering::SeqCst);
-            barrier::heavy(sh.asymmetric);
             self.registrant = true;
+            barrier::heavy(sh.asymmetric);
         }
         {
             let mut ws = lock(&sh.sleepers.wakers);
@@ -416,8 +422,18 @@ impl Cursor {
 
 impl Drop for Cursor {
     fn drop(&mut self) {
-        if self.registrant {
-            self.shared.registrants.fetch_sub(1, Ordering::Release);
+        #[cfg(not(gapless_mutant = "uncounted_registrant"))]
+        if self.registrant && self.shared.registrants.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last registrant went: no publish looks at the sleepers any
+            // more, so drop the wakers left behind (they keep their tasks
+            // alive). A new registrant counts itself before it takes this
+            // lock: either we see it and leave the list alone, or its push
+            // comes after our clearing.
+            let mut ws = lock(&self.shared.sleepers.wakers);
+            if self.shared.registrants.load(Ordering::SeqCst) == 0 {
+                ws.clear();
+                self.shared.sleepers.waiting.store(false, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -250,7 +250,7 @@ impl Shared {
     /// The producer's half of the wake-up protocol, after a change readers
     /// may sleep on (a new `head`, a stream ending, the ring closing) was
     /// stored: wakes every sleeping reader. Costs a compiler fence and one
-    /// load while no cursor has ever registered (see `barrier.rs`).
+    /// load while no live cursor has registered (see `barrier.rs`).
     #[inline]
     pub(crate) fn wake_waiters(&self) {
         #[cfg(not(gapless_mutant = "no_publish_fence"))]

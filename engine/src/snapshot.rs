@@ -198,8 +198,13 @@ impl Snapshot {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn batch(&self, from: u64, to: u64) -> Batch<'_> {
         let sh = &self.shared;
+        assert!(self.from <= from && from <= to && to <= self.to && sh.chunk_no(from) == sh.chunk_no(to));
         let chunk = &self.chunks[(sh.chunk_no(from) - sh.chunk_no(self.from)) as usize];
-        Batch::new(chunk, from, to, self.filter)
+        // SAFETY: `from ..= to` lies within the pinned range (asserted), so
+        // it was published before the head `pin`'s caller acquired; it lies
+        // in one chunk (asserted), the snapshot's, pinned while the batch
+        // borrows the snapshot.
+        unsafe { Batch::new(chunk, from, to, self.filter) }
     }
 
     fn iter_rev_first(&self) -> Option<EventRef<'_>> {

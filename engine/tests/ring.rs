@@ -1249,3 +1249,51 @@ fn snapshot_fold_matches_next() {
         }
     }
 }
+
+/// A waker that counts its wake-ups.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Wakers are not kept alive by cursors that went away: the last
+/// registrant to drop clears the sleepers (no publish looks at them any
+/// more); while another registrant lives, the next publish wakes and drains
+/// every registered waker as before.
+#[test]
+fn dropped_registrants_leave_no_wakers_behind() {
+    use std::sync::Arc as StdArc;
+    let (mut p, r) = new_ring(cfg(16, 1 << 20, 4));
+    let s = p.open_stream();
+    let (w1, w2) = (StdArc::new(CountingWaker(0.into())), StdArc::new(CountingWaker(0.into())));
+    let (k1, k2) = (std::task::Waker::from(StdArc::clone(&w1)), std::task::Waker::from(StdArc::clone(&w2)));
+    let mut c1 = r.cursor(Seq(1));
+    let mut c2 = r.cursor(Seq(1));
+    assert_eq!(c1.try_next(), Ok(Next::Pending));
+    assert_eq!(c2.try_next(), Ok(Next::Pending));
+    assert!(c1.register(&k1) && c2.register(&k2));
+    drop(k1);
+    drop(k2);
+    assert_eq!(StdArc::strong_count(&w1), 2, "registered: the ring holds a clone");
+    // c2 still registered: c1's waker stays until the next publish wakes all.
+    drop(c1);
+    assert_eq!(StdArc::strong_count(&w1), 2);
+    p.publish(&s, payload(1, 8)).unwrap();
+    assert_eq!(w1.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(w2.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(StdArc::strong_count(&w1), 1, "drained by the wake-up");
+    // The last registrant registers again, then goes: its waker goes too.
+    assert!(matches!(c2.try_next(), Ok(Next::Event(_))));
+    assert_eq!(c2.try_next(), Ok(Next::Pending));
+    let k2 = std::task::Waker::from(StdArc::clone(&w2));
+    assert!(c2.register(&k2));
+    drop(k2);
+    assert_eq!(StdArc::strong_count(&w2), 2);
+    drop(c2);
+    assert_eq!(StdArc::strong_count(&w2), 1, "cleared with the last registrant");
+    p.publish(&s, payload(2, 8)).unwrap();
+    assert_eq!(w2.0.load(std::sync::atomic::Ordering::SeqCst), 1, "nobody left to wake");
+}
