@@ -1,0 +1,259 @@
+//! The two ratio targets that compare single-threaded hot paths, measured
+//! interleaved: on a shared VM the machine's speed drifts by 10–30% over
+//! the minute that criterion spends between one contender and the next, so
+//! a ratio of two criterion medians mixes the code with the drift. Here the
+//! contenders take turns in short slices (each a few milliseconds, the
+//! order rotating every round), and each round yields one ratio of
+//! neighbours measured a few milliseconds apart. Reported: the median of
+//! those per-round ratios and their spread, and each contender's median.
+//!
+//! * `publish_0_readers`: gapless `Producer::publish`, the speed-of-light
+//!   floor and `tokio::sync::broadcast` (one idle receiver), exactly as in
+//!   the criterion `publish` group: same capacity, same shared payload.
+//! * `coverage_publishing`: the session-level coverage check while another
+//!   thread publishes flat out on the same session, against one atomic load
+//!   of a counter another thread increments flat out, as in the criterion
+//!   `coverage` group. Each slice starts its own writer and stops it after.
+//!
+//! Usage: `cargo run --release -p gapless-benches --bin interleaved [-- ROUNDS]`
+//! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
+
+use gapless::{
+    ring, Coverage, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId, DEFAULT_BYTE_BUDGET,
+};
+use gapless_benches::harness::{payload, results_dir, Background, CachePadded};
+use gapless_benches::SpeedOfLight;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+const CAPACITY: usize = 4096;
+/// Publishes per slice (about 5–10 ms).
+const PUBLISHES: u64 = 200_000;
+/// Coverage checks per slice (about 5–10 ms).
+const CHECKS: u64 = 2_000_000;
+/// Writer iterations between looks at the stop flag.
+const BATCH: usize = 1024;
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    v[v.len() / 2]
+}
+
+/// Pins the calling thread to `cpu` (Linux; a no-op elsewhere or if the
+/// call is refused), so that the measuring thread and the writer never
+/// share a core and the measurement always includes the cross-core traffic.
+fn pin_to(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `set` is a plain bit set on our stack, initialised by
+    // CPU_ZERO; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
+/// Nanoseconds per operation of `n` calls of `f`.
+fn time(n: u64, mut f: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    start.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Same digest as the criterion coverage bench.
+#[inline(always)]
+fn digest(c: Coverage) -> u64 {
+    match c {
+        Coverage::Covered => 0,
+        Coverage::Evicted { oldest, missing } => oldest.0 ^ missing,
+        Coverage::Ahead { head } => !head.0,
+    }
+}
+
+/// A contender: its name and one timed slice (ns per operation).
+type Slice<'a> = (&'static str, Box<dyn FnMut() -> f64 + 'a>);
+
+struct Series {
+    name: &'static str,
+    ns: Vec<f64>,
+}
+
+/// Runs `rounds` rounds of the contenders' slices, rotating their order.
+fn rounds(rounds: usize, slices: &mut [Slice<'_>]) -> Vec<Series> {
+    let mut out: Vec<Series> = slices.iter().map(|(n, _)| Series { name: n, ns: Vec::new() }).collect();
+    let k = slices.len();
+    // Warm-up round, not recorded.
+    for (_, f) in slices.iter_mut() {
+        f();
+    }
+    for r in 0..rounds {
+        for i in 0..k {
+            let j = (i + r) % k;
+            let v = (slices[j].1)();
+            out[j].ns.push(v);
+        }
+    }
+    out
+}
+
+/// `{"a_over_b": median, "p10": .., "p90": ..}` of per-round ratios a/b.
+fn ratio_json(a: &Series, b: &Series) -> (f64, String) {
+    let mut r: Vec<f64> = a.ns.iter().zip(&b.ns).map(|(x, y)| x / y).collect();
+    let m = median(&mut r);
+    let q = |p: f64| r[((r.len() - 1) as f64 * p).round() as usize];
+    (
+        m,
+        format!(
+            "{{\"num\": \"{}\", \"den\": \"{}\", \"median\": {:.4}, \"p10\": {:.4}, \"p90\": {:.4}}}",
+            a.name,
+            b.name,
+            m,
+            q(0.1),
+            q(0.9)
+        ),
+    )
+}
+
+fn main() {
+    let n_rounds: usize = std::env::args().nth(1).map_or(201, |a| a.parse().expect("ROUNDS is a number"));
+    pin_to(0);
+    let p = payload();
+
+    // ---- publish, 0 readers
+    let (mut producer, _reader) = ring(RingConfig::new(CAPACITY, DEFAULT_BYTE_BUDGET)).unwrap();
+    let stream = producer.open_stream();
+    let mut sol = SpeedOfLight::new(CAPACITY);
+    let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
+    let mut seq = 0u64;
+    let (p1, p2, p3) = (p.clone(), p.clone(), p.clone());
+    let mut slices: Vec<Slice<'_>> = vec![
+        (
+            "gapless",
+            Box::new(|| {
+                time(PUBLISHES, || {
+                    black_box(producer.publish(&stream, p1.clone()).unwrap());
+                })
+            }),
+        ),
+        (
+            "speed_of_light",
+            Box::new(|| {
+                time(PUBLISHES, || {
+                    black_box(sol.publish(StreamId(1), p2.clone()));
+                })
+            }),
+        ),
+        (
+            "tokio_broadcast",
+            Box::new(|| {
+                time(PUBLISHES, || {
+                    seq += 1;
+                    let e = Event {
+                        seq: Seq(seq),
+                        stream: StreamId(1),
+                        index_in_stream: seq,
+                        payload: p3.clone(),
+                    };
+                    black_box(tx.send(e).unwrap());
+                })
+            }),
+        ),
+    ];
+    let publish = rounds(n_rounds, &mut slices);
+    drop(slices);
+
+    // ---- coverage under concurrent publish
+    let counter = Arc::new(CachePadded(AtomicU64::new(0)));
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let session = hub.create(None).unwrap();
+    for _ in 0..2 * hub.config().ring.capacity {
+        session.publish(session.standalone(), p.clone()).unwrap();
+    }
+    let cursor = Seq(1);
+    let (c2, s2, p4) = (Arc::clone(&counter), Arc::clone(&session), p.clone());
+    let mut slices: Vec<Slice<'_>> = vec![
+        (
+            "atomic_load",
+            Box::new(move || {
+                let mut bg = Background::new();
+                let c = Arc::clone(&c2);
+                bg.spawn(move |stop| {
+                    pin_to(1);
+                    while !Background::stopping(stop) {
+                        for _ in 0..BATCH {
+                            c.fetch_add(1, Ordering::Release);
+                        }
+                    }
+                });
+                let c: &AtomicU64 = &c2;
+                time(CHECKS, || {
+                    black_box(black_box(c).load(Ordering::Acquire));
+                })
+            }),
+        ),
+        (
+            "gapless",
+            Box::new(move || {
+                let mut bg = Background::new();
+                let (s, p) = (Arc::clone(&s2), p4.clone());
+                bg.spawn(move |stop| {
+                    pin_to(1);
+                    while !Background::stopping(stop) {
+                        for _ in 0..BATCH {
+                            s.publish(s.standalone(), p.clone()).unwrap();
+                        }
+                    }
+                });
+                let s: &Session = &s2;
+                time(CHECKS, || {
+                    black_box(digest(black_box(s).reader().coverage(cursor)));
+                })
+            }),
+        ),
+    ];
+    let coverage = rounds(n_rounds, &mut slices);
+    drop(slices);
+
+    let mut lines = Vec::new();
+    let mut json = Vec::new();
+    for (group, series, pairs) in [
+        ("publish_0_readers", &publish, vec![(0usize, 1usize), (2, 0)]),
+        ("coverage_publishing", &coverage, vec![(1, 0)]),
+    ] {
+        let mut medians = Vec::new();
+        for s in series.iter() {
+            let m = median(&mut s.ns.clone());
+            lines.push(format!("{group}/{}: median {m:.2} ns ({} rounds)", s.name, s.ns.len()));
+            medians.push(format!("\"{}\": {m:.4}", s.name));
+        }
+        let mut ratios = Vec::new();
+        for (a, b) in pairs {
+            let (m, j) = ratio_json(&series[a], &series[b]);
+            lines.push(format!(
+                "{group}: {} / {} = {m:.3} (median of per-round ratios)",
+                series[a].name, series[b].name
+            ));
+            ratios.push(j);
+        }
+        json.push(format!(
+            "  \"{group}\": {{\"median_ns\": {{{}}}, \"ratios\": [{}]}}",
+            medians.join(", "),
+            ratios.join(", ")
+        ));
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    let path = results_dir().join("interleaved.json");
+    std::fs::create_dir_all(results_dir()).expect("results dir");
+    std::fs::write(&path, format!("{{\n  \"rounds\": {n_rounds},\n{}\n}}\n", json.join(",\n")))
+        .expect("write interleaved results");
+    println!("interleaved: wrote {}", path.display());
+}
