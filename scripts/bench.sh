@@ -47,6 +47,13 @@ if [ "$report_only" = 0 ]; then
   if [ ${#filter[@]} -eq 0 ] || [[ "memory" == *"${filter[0]}"* ]]; then
     cargo run --release -p gapless-benches --bin memory
   fi
+  if [ ${#filter[@]} -eq 0 ] || [[ "interleaved" == *"${filter[0]}"* ]]; then
+    if [ ${#quick[@]} -eq 0 ]; then
+      cargo run --release -p gapless-benches --bin interleaved
+    else
+      cargo run --release -p gapless-benches --bin interleaved -- 21
+    fi
+  fi
   kill "$sampler" 2>/dev/null || true
   echo "load_after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
   echo "load_during: $(sort -n "$out/load.log" | awk '{a[NR]=$1} END {if (NR) printf "median %s, max %s (1-min load, %d samples)", a[int((NR+1)/2)], a[NR], NR}')" >> "$out/machine.txt"

@@ -10,6 +10,10 @@
 //! (`head`, then `oldest`), as for a covered cursor. A cursor that stays
 //! covered cannot be held fixed while the ring moves at full speed.
 //!
+//! The measuring thread is pinned to CPU 0 and every writer to CPU 1
+//! (`harness::pin_to`), so the writer never time-shares the reader's core,
+//! which would hide the cross-core traffic being measured.
+//!
 //! The harness costs the same around each contender: it passes one
 //! `black_box`ed reference in (the `Session`, the counter, the store), so
 //! that every iteration starts from it as a request handler would, instead
@@ -18,7 +22,7 @@
 
 use criterion::{BenchmarkId, Criterion};
 use gapless::{Coverage, Hub, HubConfig, Seq, Session, StreamId};
-use gapless_benches::harness::{payload, Background, CachePadded};
+use gapless_benches::harness::{payload, pin_to, Background, CachePadded};
 use gapless_benches::DequeStore;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +56,7 @@ fn coverage(c: &mut Criterion) {
         if writing {
             let counter = Arc::clone(&counter);
             bg.spawn(move |stop| {
+                pin_to(1);
                 while !Background::stopping(stop) {
                     for _ in 0..BATCH {
                         counter.fetch_add(1, Ordering::Release);
@@ -75,6 +80,7 @@ fn coverage(c: &mut Criterion) {
             let session = Arc::clone(&session);
             let p = p.clone();
             bg.spawn(move |stop| {
+                pin_to(1);
                 while !Background::stopping(stop) {
                     for _ in 0..BATCH {
                         session.publish(session.standalone(), p.clone()).unwrap();
@@ -97,6 +103,7 @@ fn coverage(c: &mut Criterion) {
             let store = Arc::clone(&store);
             let p = p.clone();
             bg.spawn(move |stop| {
+                pin_to(1);
                 while !Background::stopping(stop) {
                     for _ in 0..BATCH {
                         store.publish(StreamId(1), p.clone());
@@ -121,6 +128,9 @@ fn config() -> Criterion {
 }
 
 fn main() {
+    // The measuring thread on CPU 0, every writer on CPU 1: "while another
+    // thread publishes" means another core, never a time-shared one.
+    pin_to(0);
     let mut c = config().configure_from_args();
     coverage(&mut c);
     c.final_summary();

@@ -24,7 +24,9 @@
 //! * `subscribe_latency` (not criterion: it needs percentiles): publish →
 //!   subscriber woken and holding the event. The publisher publishes one
 //!   event, waits until every subscriber has it, sleeps ~50 µs so that the
-//!   workers go idle, and repeats. Each (event, subscriber) pair is one
+//!   workers go idle, and repeats. The contenders take turns every 100
+//!   events (all set up at once, order rotating), so that the machine's
+//!   drift during the run falls on all of them alike. Each (event, subscriber) pair is one
 //!   sample; p50/p90/p99/max go to `target/gapless-bench/subscribe_latency.json`.
 
 use bytes::Bytes;
@@ -46,6 +48,8 @@ const SUBSCRIBERS: [usize; 2] = [1, 16];
 const WORKERS: usize = 2;
 const LATENCY_WARMUP: usize = 200;
 const LATENCY_EVENTS: usize = 2_000;
+/// Events per turn of one contender in the interleaved latency run.
+const LATENCY_SLICE: usize = 100;
 
 /// Progress the subscribers report to the publisher.
 struct Tally {
@@ -275,38 +279,67 @@ struct Latency {
     sorted: Vec<u64>,
 }
 
-fn latency(kind: Kind, n: usize) -> Latency {
+/// Latency percentiles of every contender with `n` subscribers, measured
+/// interleaved: all contenders are set up at once (their idle runtimes
+/// park), and they take turns in slices of `LATENCY_SLICE` events, the
+/// order rotating, so that the machine's drift over the run is shared.
+fn latency(n: usize) -> Vec<Latency> {
+    struct Run {
+        kind: Kind,
+        rt: Runtime,
+        tally: Arc<Tally>,
+        publisher: Publisher,
+        tasks: Vec<JoinHandle<Vec<u64>>>,
+        sent: Vec<u64>,
+    }
     let p = payload();
-    let rt = runtime();
-    let tally = Tally::new(n, Some(std::thread::current()));
-    let mut publisher = Publisher::new(kind);
-    let tasks: Vec<_> = (0..n).map(|i| publisher.subscribe(kind, &rt, &tally, i, true)).collect();
     let total = LATENCY_WARMUP + LATENCY_EVENTS;
-    let mut sent = Vec::with_capacity(total);
-    for k in 1..=total as u64 {
-        std::thread::sleep(Duration::from_micros(50));
-        sent.push(tally.now());
-        publisher.publish(&p);
-        while tally.all.load(Ordering::Acquire) < k * n as u64 {
-            std::thread::park_timeout(Duration::from_millis(2));
+    let mut runs: Vec<Run> = KINDS
+        .iter()
+        .map(|&kind| {
+            let rt = runtime();
+            let tally = Tally::new(n, Some(std::thread::current()));
+            let publisher = Publisher::new(kind);
+            let tasks = (0..n).map(|i| publisher.subscribe(kind, &rt, &tally, i, true)).collect();
+            Run { kind, rt, tally, publisher, tasks, sent: Vec::with_capacity(total) }
+        })
+        .collect();
+    for round in 0..total.div_ceil(LATENCY_SLICE) {
+        for i in 0..runs.len() {
+            let run = &mut runs[(i + round) % KINDS.len()];
+            for _ in 0..LATENCY_SLICE {
+                if run.sent.len() == total {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+                run.sent.push(run.tally.now());
+                run.publisher.publish(&p);
+                let k = run.sent.len() as u64;
+                while run.tally.all.load(Ordering::Acquire) < k * n as u64 {
+                    std::thread::park_timeout(Duration::from_millis(2));
+                }
+            }
         }
     }
-    publisher.close();
-    let mut sorted = Vec::with_capacity(n * LATENCY_EVENTS);
-    for t in tasks {
-        let stamps = rt.block_on(t).unwrap();
-        assert_eq!(stamps.len(), total);
-        sorted.extend((LATENCY_WARMUP..total).map(|k| stamps[k] - sent[k]));
-    }
-    sorted.sort_unstable();
-    Latency { kind, subscribers: n, sorted }
+    runs.into_iter()
+        .map(|mut run| {
+            run.publisher.close();
+            let mut sorted = Vec::with_capacity(n * LATENCY_EVENTS);
+            for t in run.tasks {
+                let stamps = run.rt.block_on(t).unwrap();
+                assert_eq!(stamps.len(), total);
+                sorted.extend((LATENCY_WARMUP..total).map(|k| stamps[k] - run.sent[k]));
+            }
+            sorted.sort_unstable();
+            Latency { kind: run.kind, subscribers: n, sorted }
+        })
+        .collect()
 }
 
 fn latencies() {
     let mut rows = Vec::new();
     for n in SUBSCRIBERS {
-        for kind in KINDS {
-            let l = latency(kind, n);
+        for l in latency(n) {
             let q = |x| quantile(&l.sorted, x);
             let mean = l.sorted.iter().sum::<u64>() / l.sorted.len() as u64;
             println!(

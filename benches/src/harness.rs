@@ -32,6 +32,23 @@ impl<T> std::ops::Deref for CachePadded<T> {
     }
 }
 
+/// Pins the calling thread to `cpu` (Linux; a no-op elsewhere or if the
+/// call is refused), so that the measuring thread and the writer never
+/// share a core and the measurement always includes the cross-core traffic.
+pub fn pin_to(cpu: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `set` is a plain bit set on our stack, initialised by
+    // CPU_ZERO; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cpu;
+}
+
 /// Threads that run until this value is dropped: `Drop` raises the stop
 /// flag and joins them.
 #[derive(Debug)]

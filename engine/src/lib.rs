@@ -48,16 +48,19 @@
 //!
 //! 1. Refuse a payload larger than the byte budget, or a stream that ended.
 //! 2. **Evict**: advance `oldest` while the window would exceed the event
-//!    capacity or the byte budget; store it (Release). Only then clear the
-//!    slots of chunks that are now wholly evicted (dropping the ring's
-//!    reference; pinned chunks live on in their snapshots).
-//! 3. If the current chunk is full, allocate the next one and store it in
-//!    its slot (the slot's previous chunk was cleared in step 2 of an
-//!    earlier publish: it was wholly evicted long before).
+//!    capacity or the byte budget. If that empties chunks, store `oldest`
+//!    (Release) and only then clear their slots (dropping the ring's
+//!    reference; pinned chunks live on in their snapshots, unpinned ones are
+//!    reused by the producer). Otherwise the store waits for step 6.
+//! 3. If the current chunk is full, take the next one (a reused one or a new
+//!    allocation) and store it in its slot (the slot's previous chunk was
+//!    cleared in step 2 of an earlier publish: it was wholly evicted long
+//!    before).
 //! 4. Write the cell (stream id, position in stream, previous seq of the
 //!    stream, payload). Nobody reads it yet.
 //! 5. Update the stream record (`first`, `published`, `high`; Release).
-//! 6. **Publish**: store the new seq in `head` (Release).
+//! 6. **Publish**: store `oldest`, then the new seq in `head` (Release;
+//!    adjacent words of one cache line).
 //! 7. **Wake**: if a live cursor has registered a waker (a count), fence
 //!    and, if one is asleep, wake the sleepers. While none has, this is a compiler fence and one load: the StoreLoad fence
 //!    the wake-up needs is paid by each registrant once, as a process-wide

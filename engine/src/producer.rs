@@ -255,6 +255,9 @@ impl Producer {
         self.head = seq;
         // The publication point: the cell and the stream record written
         // above happen-before any reader's Acquire load that sees `seq`.
+        // `oldest` as eviction left it (a no-op store when it did not move or
+        // was already stored because a chunk emptied).
+        self.shared.window.oldest.store(self.oldest, Ordering::Release);
         #[cfg(not(gapless_mutant = "relaxed_publish"))]
         self.shared.window.head.store(seq, Ordering::Release);
         #[cfg(gapless_mutant = "relaxed_publish")]
@@ -303,13 +306,20 @@ impl Producer {
             return;
         }
         debug_assert!(o <= seq, "eviction never passes the event being published");
+        self.oldest = o;
+        let (k0, k1) = (self.geo.chunk_no(old), self.geo.chunk_no(o));
+        if k0 == k1 {
+            // No chunk emptied: nothing is freed or cleared, so `oldest` can
+            // wait for the publication point and go out right before `head`
+            // (one ownership of their cache line per publish, not two).
+            return;
+        }
+        // Chunks wholly below the new `oldest`: readers must see `oldest`
+        // past them before their slots are cleared, so that clearing never
+        // hides a seq a reader still believes retained: store it now.
         #[cfg(not(gapless_mutant = "late_evict"))]
         self.shared.window.oldest.store(o, Ordering::Release);
-        self.oldest = o;
-        // Chunks wholly below the new `oldest`: readers already see `oldest`
-        // past them (stored above), so clearing their slots never hides a
-        // retained seq.
-        for k in self.geo.chunk_no(old)..self.geo.chunk_no(o) {
+        for k in k0..k1 {
             let i = (k as usize) & self.geo.slot_mask;
             self.shared.slots[i].store(None);
             let mut gone = self.held[i].take().expect("a retained chunk is held");

@@ -21,18 +21,18 @@
 use gapless::{
     ring, Coverage, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId, DEFAULT_BYTE_BUDGET,
 };
-use gapless_benches::harness::{payload, results_dir, Background, CachePadded};
+use gapless_benches::harness::{payload, pin_to, results_dir, Background, CachePadded};
 use gapless_benches::SpeedOfLight;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 const CAPACITY: usize = 4096;
 /// Publishes per slice (about 5–10 ms).
 const PUBLISHES: u64 = 200_000;
-/// Coverage checks per slice (about 5–10 ms).
-const CHECKS: u64 = 2_000_000;
+/// Coverage checks per slice (about 10–50 ms).
+const CHECKS: u64 = 10_000_000;
 /// Writer iterations between looks at the stop flag.
 const BATCH: usize = 1024;
 
@@ -41,21 +41,12 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Pins the calling thread to `cpu` (Linux; a no-op elsewhere or if the
-/// call is refused), so that the measuring thread and the writer never
-/// share a core and the measurement always includes the cross-core traffic.
-fn pin_to(cpu: usize) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: `set` is a plain bit set on our stack, initialised by
-    // CPU_ZERO; sched_setaffinity only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+/// Waits until a writer says it runs (pinned, first batch done), so that
+/// a timed slice never starts before its writer.
+fn wait_for(go: &AtomicBool) {
+    while !go.load(Ordering::Acquire) {
+        std::thread::yield_now();
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
 }
 
 /// Nanoseconds per operation of `n` calls of `f`.
@@ -183,15 +174,18 @@ fn main() {
             "atomic_load",
             Box::new(move || {
                 let mut bg = Background::new();
-                let c = Arc::clone(&c2);
+                let (c, go) = (Arc::clone(&c2), Arc::new(AtomicBool::new(false)));
+                let started = Arc::clone(&go);
                 bg.spawn(move |stop| {
                     pin_to(1);
                     while !Background::stopping(stop) {
                         for _ in 0..BATCH {
                             c.fetch_add(1, Ordering::Release);
                         }
+                        started.store(true, Ordering::Release);
                     }
                 });
+                wait_for(&go);
                 let c: &AtomicU64 = &c2;
                 time(CHECKS, || {
                     black_box(black_box(c).load(Ordering::Acquire));
@@ -202,15 +196,18 @@ fn main() {
             "gapless",
             Box::new(move || {
                 let mut bg = Background::new();
-                let (s, p) = (Arc::clone(&s2), p4.clone());
+                let (s, p, go) = (Arc::clone(&s2), p4.clone(), Arc::new(AtomicBool::new(false)));
+                let started = Arc::clone(&go);
                 bg.spawn(move |stop| {
                     pin_to(1);
                     while !Background::stopping(stop) {
                         for _ in 0..BATCH {
                             s.publish(s.standalone(), p.clone()).unwrap();
                         }
+                        started.store(true, Ordering::Release);
                     }
                 });
+                wait_for(&go);
                 let s: &Session = &s2;
                 time(CHECKS, || {
                     black_box(digest(black_box(s).reader().coverage(cursor)));
