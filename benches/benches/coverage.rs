@@ -21,25 +21,13 @@
 //! word out (see `digest`).
 
 use criterion::{BenchmarkId, Criterion};
-use gapless::{Coverage, Hub, HubConfig, Seq, Session, StreamId};
-use gapless_benches::harness::{payload, pin_to, Background, CachePadded};
+use gapless::{Hub, HubConfig, Seq, Session, StreamId};
+use gapless_benches::harness::{digest, payload, pin_to, Background, CachePadded};
 use gapless_benches::DequeStore;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The answer folded into one word, so that the harness hands one register
-/// to `black_box` as it does for the baseline's load (criterion's
-/// `black_box` of the 24-byte enum itself costs more than the check).
-#[inline(always)]
-fn digest(c: Coverage) -> u64 {
-    match c {
-        Coverage::Covered => 0,
-        Coverage::Evicted { oldest, missing } => oldest.0 ^ missing,
-        Coverage::Ahead { head } => !head.0,
-    }
-}
 
 /// Writer iterations between looks at the stop flag.
 const BATCH: usize = 1024;

@@ -18,10 +18,8 @@
 //! Usage: `cargo run --release -p gapless-benches --bin interleaved [-- ROUNDS]`
 //! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
 
-use gapless::{
-    ring, Coverage, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId, DEFAULT_BYTE_BUDGET,
-};
-use gapless_benches::harness::{payload, pin_to, results_dir, Background, CachePadded};
+use gapless::{ring, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId, DEFAULT_BYTE_BUDGET};
+use gapless_benches::harness::{digest, payload, pin_to, results_dir, Background, CachePadded};
 use gapless_benches::SpeedOfLight;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,16 +54,6 @@ fn time(n: u64, mut f: impl FnMut()) -> f64 {
         f();
     }
     start.elapsed().as_nanos() as f64 / n as f64
-}
-
-/// Same digest as the criterion coverage bench.
-#[inline(always)]
-fn digest(c: Coverage) -> u64 {
-    match c {
-        Coverage::Covered => 0,
-        Coverage::Evicted { oldest, missing } => oldest.0 ^ missing,
-        Coverage::Ahead { head } => !head.0,
-    }
 }
 
 /// A contender: its name and one timed slice (ns per operation).
