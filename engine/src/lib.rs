@@ -59,8 +59,8 @@
 //! 4. Write the cell (stream id, position in stream, previous seq of the
 //!    stream, payload). Nobody reads it yet.
 //! 5. Update the stream record (`first`, `published`, `high`; Release).
-//! 6. **Publish**: store `oldest`, then the new seq in `head` (Release;
-//!    adjacent words of one cache line).
+//! 6. **Publish**: store `oldest` if step 2 left it, then the new seq in
+//!    `head` (Release; adjacent words of one cache line).
 //! 7. **Wake**: if a live cursor has registered a waker (a count), fence
 //!    and, if one is asleep, wake the sleepers. While none has, this is a compiler fence and one load: the StoreLoad fence
 //!    the wake-up needs is paid by each registrant once, as a process-wide

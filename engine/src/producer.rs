@@ -226,7 +226,7 @@ impl Producer {
             return Err(PublishError::SeqExhausted);
         }
         let seq = self.head + 1;
-        self.evict_for(seq, len);
+        let oldest_pending = self.evict_for(seq, len);
         if self.fill == self.geo.chunk_events {
             self.roll(seq);
         }
@@ -255,9 +255,10 @@ impl Producer {
         self.head = seq;
         // The publication point: the cell and the stream record written
         // above happen-before any reader's Acquire load that sees `seq`.
-        // `oldest` as eviction left it (a no-op store when it did not move or
-        // was already stored because a chunk emptied).
-        self.shared.window.oldest.store(self.oldest, Ordering::Release);
+        // `oldest` as eviction left it, if eviction did not store it itself.
+        if oldest_pending {
+            self.shared.window.oldest.store(self.oldest, Ordering::Release);
+        }
         #[cfg(not(gapless_mutant = "relaxed_publish"))]
         self.shared.window.head.store(seq, Ordering::Release);
         #[cfg(gapless_mutant = "relaxed_publish")]
@@ -287,9 +288,10 @@ impl Producer {
     }
 
     /// Advances `oldest` so that publishing `seq` with `len` payload bytes
-    /// keeps both bounds.
+    /// keeps both bounds. Returns whether the new `oldest` still has to be
+    /// stored (it is stored here only when a chunk empties).
     #[inline]
-    fn evict_for(&mut self, seq: u64, len: usize) {
+    fn evict_for(&mut self, seq: u64, len: usize) -> bool {
         let cap = self.geo.capacity;
         let budget = self.geo.byte_budget;
         let old = self.oldest;
@@ -303,7 +305,7 @@ impl Producer {
             o += 1;
         }
         if o == old {
-            return;
+            return false;
         }
         debug_assert!(o <= seq, "eviction never passes the event being published");
         self.oldest = o;
@@ -312,7 +314,7 @@ impl Producer {
             // No chunk emptied: nothing is freed or cleared, so `oldest` can
             // wait for the publication point and go out right before `head`
             // (one ownership of their cache line per publish, not two).
-            return;
+            return true;
         }
         // Chunks wholly below the new `oldest`: readers must see `oldest`
         // past them before their slots are cleared, so that clearing never
@@ -333,6 +335,7 @@ impl Producer {
         }
         #[cfg(gapless_mutant = "late_evict")]
         self.shared.window.oldest.store(o, Ordering::Release);
+        false
     }
 
     /// Payload length of retained `seq` (producer-side read of its own cell).

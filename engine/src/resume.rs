@@ -242,25 +242,18 @@ impl Hub {
                     // The record was reclaimed (the stream ended, was fully
                     // delivered, and all its events left the ring). At its
                     // last event nothing is missing: an empty resume, which
-                    // ends at once. Before it, its later events are gone.
-                    Err(SnapshotError::UnknownStream { .. })
-                        if reader.shared.tombstone(c.stream).is_some_and(|(_, high)| high == c.seq.0) =>
-                    {
-                        Snapshot::empty(crate::sync::Arc::clone(&reader.shared), c.seq.0, Some(c.stream))
-                    }
-                    Err(SnapshotError::UnknownStream { .. })
-                        if reader.shared.tombstone(c.stream).is_some() =>
-                    {
-                        let oldest = reader.oldest();
-                        return Err(Refusal::GapNotCovered {
-                            cursor,
-                            oldest,
-                            oldest_id: reader.stream_of(oldest).map(|s| session.event_id(s, oldest)),
-                            // At least the stream's last event; the cursor's
-                            // position in the stream is unknown (evicted).
-                            missing: 1,
-                        });
-                    }
+                    // ends at once. Before it, at least its last event is
+                    // gone (the cursor's position in the stream is unknown:
+                    // evicted); with no tombstone left, how many is unknown.
+                    Err(SnapshotError::UnknownStream { .. }) => match reader.shared.tombstone(c.stream) {
+                        Some((_, high)) if high == c.seq.0 => {
+                            Snapshot::empty(crate::sync::Arc::clone(&reader.shared), c.seq.0, Some(c.stream))
+                        }
+                        tomb => {
+                            let missing = u64::from(tomb.is_some());
+                            return Err(gap_not_covered(&session, cursor, reader.oldest(), missing));
+                        }
+                    },
                     Err(e) => return Err(gap_refusal(&session, Some(c), e)),
                 };
                 Ok(Resume { session: Arc::clone(&session), cursor, after, stream: Some(c.stream), snapshot })
@@ -302,25 +295,19 @@ fn belongs(session: &Session, c: &EventId) -> bool {
     }
 }
 
+/// `GapNotCovered`, naming `oldest` by its event id when it is retained.
+fn gap_not_covered(session: &Session, cursor: Option<EventId>, oldest: Seq, missing: u64) -> Refusal {
+    let oldest_id = session.reader().stream_of(oldest).map(|s| session.event_id(s, oldest));
+    Refusal::GapNotCovered { cursor, oldest, oldest_id, missing }
+}
+
 fn gap_refusal(session: &Session, cursor: Option<EventId>, e: SnapshotError) -> Refusal {
     match e {
-        SnapshotError::Evicted { oldest, missing, .. } => Refusal::GapNotCovered {
-            cursor,
-            oldest,
-            oldest_id: session.reader().stream_of(oldest).map(|s| session.event_id(s, oldest)),
-            missing,
-        },
-        // A reclaimed stream whose tombstone is gone too: it ended and every
-        // event of it was evicted; how many after the cursor is unknown.
-        SnapshotError::UnknownStream { .. } => {
-            let oldest = session.reader().oldest();
-            Refusal::GapNotCovered {
-                cursor,
-                oldest,
-                oldest_id: session.reader().stream_of(oldest).map(|s| session.event_id(s, oldest)),
-                missing: 0,
-            }
-        }
+        SnapshotError::Evicted { oldest, missing, .. } => gap_not_covered(session, cursor, oldest, missing),
+        // A reclaimed stream (stream resumes handle their tombstones first):
+        // it ended and every event of it was evicted; how many after the
+        // cursor is unknown.
+        SnapshotError::UnknownStream { .. } => gap_not_covered(session, cursor, session.reader().oldest(), 0),
         SnapshotError::Ahead { head } => match cursor {
             Some(cursor) => Refusal::CursorAhead { cursor, head },
             None => unreachable!("seq 0 is never ahead"),
