@@ -18,7 +18,8 @@
 //! store: the targets are judged on 0 and 1 reader.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use gapless::{ring, Event, Next, RingConfig, Seq, StreamId, DEFAULT_BYTE_BUDGET};
+use gapless::ring::DEFAULT_BYTE_BUDGET;
+use gapless::{ring, Event, Next, RingConfig, Seq, StreamId};
 use gapless_benches::harness::{payload, Background};
 use gapless_benches::{DequeStore, Evicted, SpeedOfLight};
 use std::hint::black_box;

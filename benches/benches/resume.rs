@@ -5,7 +5,7 @@
 //!
 //! * `gapless`: `Reader::snapshot_stream` (pins the range, proves none of
 //!   the stream's events was evicted) and a walk of the stream's events.
-//! * `gapless_decide`: the whole resume decision (`Hub::decide`: parse the
+//! * `gapless_decide`: the whole resume decision (`Hub::resume_stream`: parse the
 //!   `Last-Event-ID`, find the session, check namespace, delivery and
 //!   coverage, pin) and the same walk.
 //! * `mutex_deque`: the `Mutex<VecDeque<Arc<Event>>>` store clones the
@@ -15,7 +15,7 @@
 //!   scan to the cursor's id, send the stream's later events.
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use gapless::{Decision, Event, Hub, HubConfig, ResumeRequest, ResumeTarget, Seq, StreamId};
+use gapless::{Event, Hub, HubConfig, ResumeRequest, Seq, StreamId};
 use gapless_benches::harness::payload;
 use gapless_benches::{DequeStore, SortScanStore};
 use std::hint::black_box;
@@ -72,22 +72,15 @@ fn resume(c: &mut Criterion) {
             })
         });
 
-        let req = ResumeRequest {
-            session_id: Some(&session_id),
-            cursor: Some(&last_event_id),
-            target: ResumeTarget::Stream,
-            owner: None,
-        };
-        match hub.decide(req) {
-            Decision::Resume(r) => assert_eq!(r.snapshot.len() as u64, gap),
-            Decision::Refused(r) => panic!("resume refused: {r}"),
+        let req = ResumeRequest::new(&session_id).cursor(&last_event_id);
+        match hub.resume_stream(req) {
+            Ok(r) => assert_eq!(r.snapshot.len() as u64, gap),
+            Err(r) => panic!("resume refused: {r}"),
         }
         g.bench_function(BenchmarkId::new("gapless_decide", gap), |b| {
-            b.iter(|| match hub.decide(black_box(req)) {
-                Decision::Resume(r) => {
-                    r.snapshot.iter().fold(0, |acc, e| walk(acc, e.seq, e.stream, e.payload.len()))
-                }
-                Decision::Refused(r) => panic!("resume refused: {r}"),
+            b.iter(|| match hub.resume_stream(black_box(req)) {
+                Ok(r) => r.snapshot.iter().fold(0, |acc, e| walk(acc, e.seq, e.stream, e.payload.len())),
+                Err(r) => panic!("resume refused: {r}"),
             })
         });
 

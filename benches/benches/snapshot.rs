@@ -14,7 +14,8 @@
 //!   (it sorts every stored id, scans to the cursor, then sends the rest).
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use gapless::{ring, RingConfig, Seq, StreamId, DEFAULT_BYTE_BUDGET};
+use gapless::ring::DEFAULT_BYTE_BUDGET;
+use gapless::{ring, RingConfig, Seq, StreamId};
 use gapless_benches::harness::payload;
 use gapless_benches::{DequeStore, SortScanStore};
 use std::hint::black_box;

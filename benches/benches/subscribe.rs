@@ -150,7 +150,8 @@ impl Publisher {
         let tally = Arc::clone(tally);
         match self {
             Publisher::Gapless { session, .. } if kind == Kind::Gapless => {
-                let mut sub = session.reader().subscribe(session.reader().head()).unwrap();
+                let mut sub =
+                    gapless::Subscription::after(session.reader(), session.reader().head()).unwrap();
                 rt.spawn(async move {
                     let (mut stamps, mut n) = (Vec::new(), 0);
                     while let Some(r) = sub.recv_batch().await {
@@ -168,7 +169,8 @@ impl Publisher {
                 })
             }
             Publisher::Gapless { session, .. } => {
-                let mut sub = session.reader().subscribe(session.reader().head()).unwrap();
+                let mut sub =
+                    gapless::Subscription::after(session.reader(), session.reader().head()).unwrap();
                 rt.spawn(async move {
                     let (mut stamps, mut n) = (Vec::new(), 0);
                     while let Some(r) = sub.recv().await {

@@ -1,117 +1,102 @@
-//! # gapless: event rings that never lose an event silently
+//! # gapless: MCP event streams that never lose an event silently
 //!
-//! One ring per MCP session holds the session's recent events under a dense,
-//! monotonic [`Seq`]. A resume either gets every event after its cursor, in
-//! order, or an explicit error that says what is missing.
+//! An MCP server streams events to a client over SSE; connections break and
+//! the client resumes with `Last-Event-ID`, or moves the session to a
+//! WebSocket. gapless answers every resume with every event after the
+//! client's cursor, in order, or with a [`Refusal`] that says what is
+//! missing. One [`Hub`] holds the sessions; each [`Session`] owns a
+//! lock-free ring of its recent events.
 //!
 //! ```
 //! use bytes::Bytes;
-//! use gapless::{ring, Coverage, RingConfig, Seq};
+//! use gapless::{ErrorKind, Hub, HubConfig, Missing, Refusal, ResumeRequest, RingConfig, Seq};
 //!
-//! let (mut producer, reader) = ring(RingConfig::new(4, 1 << 20)).unwrap();
-//! let stream = producer.open_stream();
-//! for i in 0..6u8 {
-//!     producer.publish(&stream, Bytes::from(vec![i])).unwrap(); // seqs 1..=6
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! // A hub whose sessions keep their newest 8 events.
+//! let hub = Hub::new(HubConfig { ring: RingConfig::new(8, 1 << 20), ..HubConfig::default() }).unwrap();
+//! let session = hub.create(None).unwrap(); // None: no caller identity to bind to
+//! let sid = session.id().to_string(); // what the client sends as Mcp-Session-Id
+//!
+//! // One request's stream: the server publishes three events, then ends it.
+//! let stream = session.open_stream().unwrap();
+//! for i in 1..=3 {
+//!     session.publish(&stream, Bytes::from(format!("event {i}"))).unwrap(); // seqs 1, 2, 3
 //! }
-//! assert_eq!(reader.coverage(Seq(2)), Coverage::Covered); // 3..=6 retained
-//! assert_eq!(reader.coverage(Seq(1)), Coverage::Evicted { oldest: Seq(3), missing: 1 });
-//! let snap = reader.snapshot(Seq(4)).unwrap(); // pins 5 and 6
-//! for _ in 0..10 { producer.publish(&stream, Bytes::new()).unwrap(); } // lap the ring
-//! let got: Vec<u8> = snap.iter().map(|e| e.payload[0]).collect();
-//! assert_eq!(got, [4, 5]);
+//! session.end_stream(&stream).unwrap();
+//!
+//! // The transport writes the first event to the client and records that
+//! // it was delivered; then the connection breaks.
+//! let mut live = session.subscribe_stream(stream.id(), Seq(0)).unwrap();
+//! let first = live.recv().await.unwrap().unwrap();
+//! session.reader().mark_delivered(&first);
+//! drop(live);
+//!
+//! // The client resumes with the event id it processed last.
+//! let cursor = session.event_id(first.stream, first.seq).to_string(); // "<ns>_<stream>-1"
+//! let resume = hub.resume_stream(ResumeRequest::new(&sid).cursor(&cursor)).unwrap();
+//! let mut sub = resume.into_subscription(); // the pinned gap, then live
+//! let mut got = vec![];
+//! while let Some(event) = sub.recv().await {
+//!     got.push(event.unwrap().seq);
+//! }
+//! assert_eq!(got, [Seq(2), Seq(3)]); // every event after the cursor, then the stream's end
+//!
+//! // Eight more events on another stream push 2 and 3 out of the ring:
+//! // the same resume is now refused, with the numbers, never a silent gap.
+//! for _ in 0..8 {
+//!     session.publish(session.standalone(), Bytes::from_static(b"tick")).unwrap();
+//! }
+//! let refusal = hub.resume_stream(ResumeRequest::new(&sid).cursor(&cursor)).unwrap_err();
+//! assert_eq!(refusal.kind(), ErrorKind::GapNotCovered);
+//! assert_eq!(refusal.http_status(), 409);
+//! match refusal {
+//!     Refusal::GapNotCovered { oldest, missing, .. } => {
+//!         assert_eq!(oldest, Seq(4));
+//!         assert_eq!(missing, Missing::Exact(2)); // seqs 2 and 3
+//!     }
+//!     other => unreachable!("{other}"),
+//! }
+//! # }
 //! ```
 //!
-//! ## Layout
+//! ## What is where
 //!
-//! Events live in append-once **chunks** of `C` cells (a power of two,
-//! default 64). Chunk `k` holds seqs `k*C+1 ..= (k+1)*C` and sits in slot
-//! `k mod S` of a fixed slot table while any of its seqs is retained
-//! (`S` = next power of two of `ceil(capacity / C) + 1`, enough for every
-//! chunk the window can overlap):
+//! The crate has three layers, each importing only the ones below it:
 //!
-//! ```text
-//!            oldest                              head
-//!               v                                  v
-//!   slot 0: [ 1  2  3  4 ]  <- chunk 0 (evicted: slot cleared, or pinned
-//!   slot 1: [ 5  6  7  8 ]     only by a snapshot that still holds it)
-//!   slot 2: [ 9 10 11 12 ]  <- chunk 2, cells 11 and 12 unwritten
-//!   slot 3: [            ]  <- empty until chunk 3 (or chunk 7 reuses 3)
-//!             ^ each slot: an atomically swappable Option<Arc<Chunk>>
-//! ```
+//! * [`ring`](mod@ring): one ring of events, its single [`Producer`] and its
+//!   [`Reader`]s; the wait-free [`Coverage`] check, pinning [`Snapshot`]s,
+//!   cursors and borrowed batches. The publish and read protocols, and why
+//!   they are sound, are written out in that module.
+//! * [`session`]: the [`Hub`] and its [`Session`]s (ids, incarnations,
+//!   limits, owner binding, idle expiry), the resume decision table
+//!   ([`Hub::resume_stream`], [`Hub::check_migration`]), migration tickets
+//!   ([`Hub::migrate`]) and pacing state.
+//! * [`subscription`] (feature `tokio`, on by default): [`Subscription`],
+//!   which replays a pinned gap and follows the ring live, and the paced
+//!   publish ([`Session::publish_paced`]).
 //!
-//! Shared words: `head` (newest published seq) and `oldest` (oldest
-//! retained seq); for the async wake-up, a count of registrants and a
-//! waiting flag. Per stream, a record with its
-//! first and last seq, count, delivered mark and ended flag.
+//! What a client needs too comes from the std-only crate `gapless-wire`,
+//! re-exported here: [`Seq`], [`StreamId`], [`EventId`] and the
+//! [`event_id`] codec, every [`ErrorKind`] of the contract with its HTTP
+//! status and JSON name, and the sans-IO client guard [`client`].
 //!
-//! ## Publish protocol (producer only, [`Producer::publish`])
+//! The behaviour is specified in `docs/SPEC.md` of the repository: the
+//! resume decision table is its §4.2, the WebSocket migration its §4.3.
 //!
-//! 1. Refuse a payload larger than the byte budget, or a stream that ended.
-//! 2. **Evict**: advance `oldest` while the window would exceed the event
-//!    capacity or the byte budget. If that empties chunks, store `oldest`
-//!    (Release) and only then clear their slots (dropping the ring's
-//!    reference; pinned chunks live on in their snapshots, unpinned ones are
-//!    reused by the producer). Otherwise the store waits for step 6.
-//! 3. If the current chunk is full, take the next one (a reused one or a new
-//!    allocation) and store it in its slot (the slot's previous chunk was
-//!    cleared in step 2 of an earlier publish: it was wholly evicted long
-//!    before).
-//! 4. Write the cell (stream id, position in stream, previous seq of the
-//!    stream, payload). Nobody reads it yet.
-//! 5. Update the stream record (`first`, `published`, `high`; Release).
-//! 6. **Publish**: store `oldest` if step 2 left it, then the new seq in
-//!    `head` (Release; adjacent words of one cache line).
-//! 7. **Wake**: if a live cursor has registered a waker (a count), fence
-//!    and, if one is asleep, wake the sleepers. While none has, this is a compiler fence and one load: the StoreLoad fence
-//!    the wake-up needs is paid by each registrant once, as a process-wide
-//!    `membarrier` (Linux; elsewhere both sides use `fence(SeqCst)`), see
-//!    `barrier.rs`.
+//! ## Guarantees
 //!
-//! No lock is taken and nothing waits on a reader.
-//!
-//! ## Read protocol ([`Reader`], [`Cursor`], [`Snapshot`])
-//!
-//! To read seq `s`: load `head` (Acquire); `s > head` is "not yet". Load
-//! `oldest` (Acquire); `s < oldest` is an explicit [`Lagged`]/evicted error.
-//! Otherwise load the chunk from slot `chunk(s) mod S` (one reference) and
-//! check that its `first` is `chunk(s)*C+1`; a missing or different chunk
-//! means `s` was evicted after our `oldest` load, also reported. Then read
-//! the cell. A [`Snapshot`] does this once per chunk of its range and then
-//! iterates cells by reference; a [`Cursor`] caches the current chunk.
-//!
-//! ## Eviction detection
-//!
-//! Eviction only moves `oldest` forward. Every read compares against it, and
-//! the producer stores it *before* it clears a slot, so a reader that finds
-//! a chunk gone also finds `oldest` past the seq it wanted. The
-//! [`Reader::coverage`] check is two loads: `head`, then `oldest`.
-//!
-//! ## Why it is sound
-//!
-//! * Cells are written once, before the Release store of `head` that
-//!   publishes them, and read only after an Acquire load of a `head` at
-//!   least their seq: every read happens-after the write (no seqlock-style
-//!   racy copy of a `Bytes`).
-//! * A cell is never overwritten. It is dropped only in `Chunk::drop`, which
-//!   runs when the last `Arc<Chunk>` goes: the slot's, the producer's, and
-//!   each pinning snapshot's or cursor's. So a reader never sees freed or
-//!   reused memory.
-//! * Slots are `arc_swap::ArcSwapOption`, so loading a chunk races safely
-//!   with the producer replacing it. Under `--cfg gapless_loom` the slots are
-//!   loom mutexes (see `sync.rs`) and the whole protocol is model-checked in
-//!   `loom-tests/`, with both fences of the wake-up as `fence(SeqCst)`
-//!   (loom does not model `membarrier`; the asymmetric replacement rests on
-//!   the argument in `barrier.rs`).
-//!
-//! ## Why chunks (the measured choice)
-//!
-//! A per-slot `ArcSwap<Event>` pays an allocation and a reference count per
-//! event to publish and one per event to pin; a seqlock over `Bytes` is
-//! undefined behaviour. Append-once chunks publish with a plain cell write
-//! plus one store, allocate once per `C` events, and pin a gap with one
-//! reference per chunk (156 references for a 10 000-event gap at `C` = 64).
-//! The price: up to one chunk of already-evicted events stays in memory
-//! until its chunk is wholly evicted. See `BENCHMARKS.md` for numbers.
+//! * Seqs are dense per session: 1, 2, 3, ... A cursor names a stream and
+//!   a seq; a stream resume replays that stream's later events, a
+//!   migration every later event of the session.
+//! * Publishing never waits for a reader and takes no lock in the ring
+//!   (the session's writers serialize on a per-session mutex in front of
+//!   it); a stalled reader cannot block the producer or another reader.
+//! * Eviction is the only way an event leaves a ring, and every read that
+//!   needed an evicted event says so ([`Lagged`], [`SnapshotError`],
+//!   [`Refusal::GapNotCovered`]).
+//! * A [`Snapshot`] pins its events: it stays valid however far the ring
+//!   moves on.
 //!
 //! ## Bad input and limits
 //!
@@ -119,66 +104,34 @@
 //!
 //! | input | result |
 //! |---|---|
-//! | capacity 0, or above [`MAX_CAPACITY`] | [`ConfigError::Capacity`] |
-//! | byte budget 0 (smaller than any event's accounting) | [`ConfigError::ByteBudget`]; any budget of at least 1 is valid |
-//! | chunk size not a power of two up to 65 536 | [`ConfigError::ChunkEvents`] |
-//! | a payload larger than the whole byte budget | [`PublishError::PayloadTooLarge`]; the ring is unchanged |
+//! | capacity 0, or above [`ring::MAX_CAPACITY`] | [`ring::ConfigError::Capacity`] |
+//! | byte budget 0 (smaller than any event's accounting) | [`ring::ConfigError::ByteBudget`]; any budget of at least 1 is valid |
+//! | chunk size not a power of two up to 65 536 | [`ring::ConfigError::ChunkEvents`] |
+//! | a payload larger than the whole byte budget | [`ring::PublishError::PayloadTooLarge`]; the ring is unchanged |
 //! | a payload exactly the budget | accepted; every other event is evicted |
-//! | publishing on an ended stream / another ring's stream | [`PublishError::StreamEnded`] / [`PublishError::ForeignStream`] |
+//! | publishing on an ended stream / another ring's stream | [`ring::PublishError::StreamEnded`] / [`ring::PublishError::ForeignStream`] |
 //! | cursor `Seq(0)` ("processed nothing") | [`Coverage::Covered`] while seq 1 is retained, else `Evicted { oldest, missing: oldest - 1 }`; `snapshot(Seq(0))` is everything |
 //! | cursor past the head, e.g. `u64::MAX` | [`Coverage::Ahead`] / [`SnapshotError::Ahead`] with the head |
 //! | a cursor that needs an evicted event | [`Coverage::Evicted`], [`SnapshotError::Evicted`], [`Lagged`]: always with the numbers |
-//! | 2^63 - 1 events published | [`PublishError::SeqExhausted`] |
-//!
-//! ## Crate map
-//!
-//! * [`ring`], [`RingConfig`], [`Producer`], [`Reader`]: the ring.
-//! * [`Coverage`]: the wait-free gap check.
-//! * [`Snapshot`]: pinned, zero-copy gaps.
-//! * [`Cursor::try_next_batch`], [`Batch`]: a chunk's available events at
-//!   once, borrowed (no reference count per event).
-//! * [`StreamHandle`], [`StreamInfo`]: per-stream bookkeeping.
-//! * [`Hub`], [`Session`], [`SessionId`]: sessions with incarnations, limits
-//!   and a per-session writer lock in front of each ring.
-//! * [`event_id`]: the `<tag>-<seq>` wire codec; [`EventId`], [`Namespace`].
-//! * [`Hub::decide`], [`Decision`], [`Refusal`]: the resume decision table.
-//! * [`Hub::migrate`], [`Hub::redeem`], [`Ticket`]: WebSocket migration tickets.
-//! * `Subscription` (feature `tokio`): replay, then live, one owned event
-//!   (`recv`) or a borrowed batch (`recv_batch`) at a time; paced publishing.
-//! * [`client`]: the sans-IO client guard.
+//! | 2^63 - 1 events published | [`ring::PublishError::SeqExhausted`] |
+//! | a resume request of any shape | exactly one row of the decision table: `Ok(Resume)` or a [`Refusal`] |
+#![deny(missing_docs)]
 
-mod barrier;
-mod batch;
-mod chunk;
-pub mod client;
-mod coverage;
-mod event;
-pub mod event_id;
+pub mod ring;
+pub mod session;
 #[cfg(feature = "tokio")]
-mod facade;
-mod producer;
-mod reader;
-mod resume;
-mod ring;
-mod session;
-mod snapshot;
-mod stream;
+pub mod subscription;
 mod sync;
-mod ticket;
 
-pub use batch::{Batch, BatchIter};
-pub use coverage::Coverage;
-pub use event::{Event, EventRef, Seq, StreamId};
-pub use event_id::{EventId, Namespace};
-#[cfg(feature = "tokio")]
-pub use facade::{Pacer, Subscription};
-pub use producer::{Producer, PublishError};
-pub use reader::{Cursor, Lagged, Next, NextBatch, Reader};
-pub use resume::{Decision, Refusal, Resume, ResumeRequest, ResumeTarget};
+pub use gapless_wire as wire;
+pub use gapless_wire::{client, event_id, ErrorKind, EventId, Namespace, Seq, StreamId};
+
 pub use ring::{
-    ring, ConfigError, RingConfig, DEFAULT_BYTE_BUDGET, DEFAULT_CAPACITY, DEFAULT_CHUNK_EVENTS, MAX_CAPACITY,
+    ring, Coverage, Event, Lagged, Missing, Next, Producer, Reader, RingConfig, Snapshot, SnapshotError,
+    StreamHandle,
 };
-pub use session::{ConnectionGuard, Hub, HubConfig, Session, SessionError, SessionId, SessionPublishError};
-pub use snapshot::{Snapshot, SnapshotError, SnapshotIter};
-pub use stream::{StreamHandle, StreamInfo};
-pub use ticket::{IssuedTicket, MigrateError, Migration, Ticket, TicketError};
+pub use session::{
+    Hub, HubConfig, Refusal, Resume, ResumeRequest, Session, SessionError, SessionId, SessionPublishError,
+};
+#[cfg(feature = "tokio")]
+pub use subscription::Subscription;

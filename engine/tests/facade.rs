@@ -2,7 +2,7 @@
 #![cfg(feature = "tokio")]
 
 use bytes::Bytes;
-use gapless::{ring, Decision, Hub, HubConfig, Lagged, ResumeRequest, ResumeTarget, RingConfig, Seq};
+use gapless::{ring, Hub, HubConfig, Lagged, ResumeRequest, RingConfig, Seq, Subscription};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ async fn many_subscribers_see_every_seq_once_or_lag() {
     let s = p.open_stream();
     let mut tasks = vec![];
     for _ in 0..8 {
-        let mut sub = r.subscribe(Seq(0)).unwrap();
+        let mut sub = Subscription::after(&r, Seq(0)).unwrap();
         tasks.push(tokio::spawn(async move {
             let mut next = 1;
             let mut lag = None;
@@ -74,7 +74,7 @@ async fn subscribe_during_publish_has_no_seam() {
         });
         // Subscribe from a cursor somewhere in what exists now.
         let after = Seq(r.head().0 / 2);
-        let mut sub = r.subscribe(after).unwrap();
+        let mut sub = Subscription::after(&r, after).unwrap();
         let mut next = after.0 + 1;
         while let Some(item) = sub.recv().await {
             let e = item.unwrap();
@@ -120,7 +120,7 @@ async fn stream_subscription_ends_with_its_stream() {
 async fn session_removal_ends_subscriptions() {
     let hub = Hub::new(HubConfig::default()).unwrap();
     let s = hub.create(None).unwrap();
-    let mut sub = s.reader().subscribe(Seq(0)).unwrap();
+    let mut sub = Subscription::after(s.reader(), Seq(0)).unwrap();
     s.publish(s.standalone(), Bytes::from_static(b"x")).unwrap();
     assert_eq!(sub.recv().await.unwrap().unwrap().seq, Seq(1));
     let id = s.id();
@@ -185,8 +185,8 @@ async fn batch_subscription_yields_what_recv_yields() {
     for seq in 1..=100 {
         p.publish(&s, payload(seq)).unwrap();
     }
-    let mut one = r.subscribe(Seq(10)).unwrap();
-    let mut many = r.subscribe(Seq(10)).unwrap();
+    let mut one = Subscription::after(&r, Seq(10)).unwrap();
+    let mut many = Subscription::after(&r, Seq(10)).unwrap();
     let a = tokio::spawn(async move {
         let mut got = vec![];
         while let Some(e) = one.recv().await {
@@ -221,7 +221,7 @@ async fn batch_subscription_yields_what_recv_yields() {
     // Lag: a subscriber that does not read while the ring laps it.
     let (mut p, r) = ring(RingConfig::new(64, 1 << 20)).unwrap();
     let s = p.open_stream();
-    let mut sub = r.subscribe(Seq(0)).unwrap();
+    let mut sub = Subscription::after(&r, Seq(0)).unwrap();
     for seq in 1..=10 {
         p.publish(&s, payload(seq)).unwrap();
     }
@@ -278,16 +278,8 @@ async fn session_subscription_paces_every_stream() {
     let s = hub.create(None).unwrap();
     let a = s.open_stream().unwrap();
     let b = s.open_stream().unwrap();
-    let decision = hub.decide(ResumeRequest {
-        session_id: Some(&s.id().to_string()),
-        cursor: None,
-        target: ResumeTarget::Session,
-        owner: None,
-    });
-    let mut sub = match decision {
-        Decision::Resume(r) => r.into_subscription(),
-        Decision::Refused(r) => panic!("{r:?}"),
-    };
+    let sid = s.id().to_string();
+    let mut sub = hub.check_migration(ResumeRequest::new(&sid)).unwrap().into_subscription();
     let writer = |st: gapless::StreamHandle, n: u64| {
         let s = Arc::clone(&s);
         tokio::spawn(async move {

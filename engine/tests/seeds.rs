@@ -1,10 +1,11 @@
-//! Scenario tests, one per seed story (`../shared/seeds/`), through the
-//! session hub and the decision table.
+//! Scenario tests, one per seed story (`docs/SPEC.md` §1 tells both), through
+//! the session hub and the decision table.
 
 use bytes::Bytes;
 use gapless::client::{classify_resume, ClientGuard, ResumeOutcome, ResumeResponse, WsCheck};
 use gapless::{
-    Decision, Hub, HubConfig, Refusal, ResumeRequest, ResumeTarget, RingConfig, Seq, Session, StreamHandle,
+    ErrorKind, Hub, HubConfig, Missing, Refusal, Resume, ResumeRequest, RingConfig, Seq, Session,
+    StreamHandle,
 };
 use std::sync::Arc;
 
@@ -32,39 +33,37 @@ fn deliver_to(s: &Session, stream: &StreamHandle, seq: Seq) {
     assert!(stream.mark_delivered(&ev));
 }
 
+type Decision = Result<Resume, Refusal>;
+
 fn migrate(hub: &Hub, s: &Session, cursor: Option<Seq>) -> Decision {
     let c = cursor.map(|seq| {
         let stream = s.reader().stream_of(seq).unwrap_or(s.standalone().id());
         s.event_id(stream, seq).to_string()
     });
-    hub.decide(ResumeRequest {
-        session_id: Some(&s.id().to_string()),
-        cursor: c.as_deref(),
-        target: ResumeTarget::Session,
-        owner: None,
-    })
+    let sid = s.id().to_string();
+    hub.check_migration(ResumeRequest { session_id: Some(&sid), cursor: c.as_deref(), owner: None })
 }
 
 fn resume_stream(hub: &Hub, sid: Option<&str>, cursor: &str) -> Decision {
-    hub.decide(ResumeRequest {
-        session_id: sid,
-        cursor: Some(cursor),
-        target: ResumeTarget::Stream,
-        owner: None,
-    })
+    hub.resume_stream(ResumeRequest { session_id: sid, cursor: Some(cursor), owner: None })
+}
+
+/// A migration request (with a ticket) on session `sid` after `cursor`.
+fn migration<'a>(sid: &'a str, cursor: Option<&'a str>) -> ResumeRequest<'a> {
+    ResumeRequest { session_id: Some(sid), cursor, owner: None }
 }
 
 fn refusal(d: Decision) -> Refusal {
     match d {
-        Decision::Refused(r) => r,
-        Decision::Resume(r) => panic!("expected a refusal, got a resume of {:?}", r.snapshot),
+        Err(r) => r,
+        Ok(r) => panic!("expected a refusal, got a resume of {:?}", r.snapshot),
     }
 }
 
 fn seqs_of(d: Decision) -> Vec<u64> {
     match d {
-        Decision::Resume(r) => r.snapshot.iter().map(|e| e.seq.0).collect(),
-        Decision::Refused(r) => panic!("expected a resume, got {r:?}"),
+        Ok(r) => r.snapshot.iter().map(|e| e.seq.0).collect(),
+        Err(r) => panic!("expected a resume, got {r:?}"),
     }
 }
 
@@ -82,8 +81,8 @@ fn seed_000_events_emitted_mid_reconnect_are_replayed_first() {
     let got = seqs_of(migrate(&hub, &s, Some(Seq(10))));
     assert_eq!(got, vec![11, 12, 13]);
     // And through a ticket: replay first, then live, no hole at the hand-off.
-    let (_, issued) =
-        hub.migrate(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(10)).to_string()), None).unwrap();
+    let issued =
+        hub.migrate(migration(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(10)).to_string()))).unwrap();
     assert_eq!(issued.replay_from, Some(s.event_id(st.id(), Seq(11))));
     assert_eq!(issued.replay_count, 3);
     emit(&s, &st, 2); // 14, 15 after the ticket
@@ -112,16 +111,16 @@ fn seed_000_evicted_gap_is_refused_with_numbers() {
             assert_eq!(cursor.unwrap().seq, Seq(10));
             assert_eq!(*oldest, Seq(23));
             assert_eq!(oldest_id.unwrap().seq, Seq(23));
-            assert_eq!(*missing, 12); // 11..=22
+            assert_eq!(*missing, Missing::Exact(12)); // 11..=22
         }
         other => panic!("expected GapNotCovered, got {other:?}"),
     }
-    assert_eq!((r.http_status(), r.error_kind()), (409, "gap_not_covered"));
+    assert_eq!((r.http_status(), r.kind()), (409, ErrorKind::GapNotCovered));
     // No ticket either.
     let cur = s.event_id(st.id(), Seq(10)).to_string();
     assert!(matches!(
-        hub.migrate(&s.id().to_string(), Some(&cur), None),
-        Err(gapless::MigrateError::Refused(Refusal::GapNotCovered { .. }))
+        hub.migrate(migration(&s.id().to_string(), Some(&cur))),
+        Err(gapless::session::MigrateError::Refused(Refusal::GapNotCovered { .. }))
     ));
 }
 
@@ -136,7 +135,7 @@ fn seed_000_echoed_server_id_is_not_delivered() {
     deliver_to(&s, &st, Seq(10));
     let r = refusal(migrate(&hub, &s, Some(Seq(13))));
     assert!(matches!(r, Refusal::CursorNotDelivered { undelivered: Some(Seq(11)), .. }), "{r:?}");
-    assert_eq!((r.http_status(), r.error_kind()), (409, "cursor_not_delivered"));
+    assert_eq!((r.http_status(), r.kind().as_str()), (409, "cursor_not_delivered"));
 }
 
 /// Seed 000: a forged cursor below a seq delivered on *another* stream is
@@ -182,8 +181,8 @@ fn seed_000_quiescent_migration() {
     emit(&s, &st, 5);
     deliver_to(&s, &st, Seq(5));
     assert_eq!(seqs_of(migrate(&hub, &s, Some(Seq(5)))), Vec::<u64>::new());
-    let (_, t) =
-        hub.migrate(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(5)).to_string()), None).unwrap();
+    let t =
+        hub.migrate(migration(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(5)).to_string()))).unwrap();
     assert_eq!((t.replay_from, t.replay_count), (None, 0));
 }
 
@@ -197,8 +196,8 @@ fn seed_000_eviction_between_ticket_and_connect() {
     let st = s.standalone().clone();
     emit(&s, &st, 4);
     deliver_to(&s, &st, Seq(2));
-    let (_, t) =
-        hub.migrate(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(2)).to_string()), None).unwrap();
+    let t =
+        hub.migrate(migration(&s.id().to_string(), Some(&s.event_id(st.id(), Seq(2)).to_string()))).unwrap();
     assert_eq!(t.replay_count, 2);
     emit(&s, &st, 6); // 5..=10: ring holds 3..=10, gap 3..=4 still there
     emit(&s, &st, 2); // 11, 12: 3 and 4 are evicted now
@@ -247,7 +246,7 @@ fn seed_003_cursor_without_session_is_refused() {
     let before = hub.len();
     let r = refusal(resume_stream(&hub, None, &cur));
     assert_eq!(r, Refusal::ResumeRequiresSession);
-    assert_eq!((r.http_status(), r.error_kind()), (400, "resume_requires_session"));
+    assert_eq!((r.http_status(), r.kind().as_str()), (400, "resume_requires_session"));
     assert_eq!(hub.len(), before);
 }
 
@@ -266,7 +265,7 @@ fn seed_003_foreign_ahead_and_garbage_cursors() {
     // Another session's cursor.
     let other = s2.event_id(s2.standalone().id(), Seq(2)).to_string();
     let r = refusal(resume_stream(&hub, Some(&sid1), &other));
-    assert_eq!((r.http_status(), r.error_kind()), (409, "namespace_mismatch"));
+    assert_eq!((r.http_status(), r.kind().as_str()), (409, "namespace_mismatch"));
     // Older incarnation: same session id, created anew.
     let old_cursor = s1.event_id(st1.id(), Seq(2)).to_string();
     let s1b = hub.create_with_id(s1.id(), None).unwrap();
@@ -312,7 +311,9 @@ fn seed_003_evicted_stream_gap_is_refused() {
     let sid = s.id().to_string();
     let r = refusal(resume_stream(&hub, Some(&sid), &s.event_id(a.id(), Seq(1)).to_string()));
     match r {
-        Refusal::GapNotCovered { oldest, missing, .. } => assert_eq!((oldest, missing), (Seq(3), 1)),
+        Refusal::GapNotCovered { oldest, missing, .. } => {
+            assert_eq!((oldest, missing), (Seq(3), Missing::Exact(1)))
+        }
         other => panic!("{other:?}"),
     }
     // B's cursor 3: everything of B after it is retained.
@@ -400,26 +401,29 @@ fn tickets_are_single_use_bound_and_bounded() {
     let s = hub.create(None).unwrap();
     let other = hub.create(None).unwrap();
     let sid = s.id().to_string();
-    let (_, t1) = hub.migrate(&sid, None, None).unwrap();
-    let (_, _t2) = hub.migrate(&sid, None, None).unwrap();
+    let t1 = hub.migrate(migration(&sid, None)).unwrap();
+    let _t2 = hub.migrate(migration(&sid, None)).unwrap();
     assert!(matches!(
-        hub.migrate(&sid, None, None),
-        Err(gapless::MigrateError::Ticket(gapless::TicketError::TooMany { max: 2 }))
+        hub.migrate(migration(&sid, None)),
+        Err(gapless::session::MigrateError::Ticket(gapless::session::TicketError::TooMany { max: 2 }))
     ));
     let t = t1.ticket.to_string();
-    assert_eq!(hub.redeem(&t, Some(&other.id()), None).unwrap_err(), gapless::TicketError::Foreign);
+    assert_eq!(hub.redeem(&t, Some(&other.id()), None).unwrap_err(), gapless::session::TicketError::Foreign);
     assert!(hub.redeem(&t, Some(&s.id()), None).is_ok());
-    assert_eq!(hub.redeem(&t, None, None).unwrap_err(), gapless::TicketError::Redeemed);
+    assert_eq!(hub.redeem(&t, None, None).unwrap_err(), gapless::session::TicketError::Redeemed);
     assert_eq!(
         hub.redeem("00000000000000000000000000000000", None, None).unwrap_err(),
-        gapless::TicketError::Unknown
+        gapless::session::TicketError::Unknown
     );
-    assert_eq!(hub.redeem("garbage", None, None).unwrap_err(), gapless::TicketError::Unknown);
+    assert_eq!(hub.redeem("garbage", None, None).unwrap_err(), gapless::session::TicketError::Unknown);
     let short =
         Hub::new(HubConfig { ticket_ttl: std::time::Duration::ZERO, ..HubConfig::default() }).unwrap();
     let s = short.create(None).unwrap();
-    let (_, t) = short.migrate(&s.id().to_string(), None, None).unwrap();
-    assert_eq!(short.redeem(&t.ticket.to_string(), None, None).unwrap_err(), gapless::TicketError::Expired);
+    let t = short.migrate(migration(&s.id().to_string(), None)).unwrap();
+    assert_eq!(
+        short.redeem(&t.ticket.to_string(), None, None).unwrap_err(),
+        gapless::session::TicketError::Expired
+    );
 }
 
 /// Seed 003's per-stream view, live: a stream cursor that falls behind only
@@ -495,7 +499,7 @@ fn seed_000_reclaimed_undelivered_stream_still_refuses() {
 /// event is an empty resume that ends at once (nothing is missing); at an
 /// earlier event it is refused with the loss counted; a seq outside the
 /// stream's span is not its event; past the bound on remembered streams
-/// the engine cannot tell and refuses (`missing: 0`).
+/// the engine cannot tell and refuses (`Missing::Unknown`, 0 on the wire).
 #[cfg(feature = "tokio")]
 #[tokio::test]
 async fn seed_003_resume_of_a_reclaimed_finished_stream() {
@@ -520,8 +524,8 @@ async fn seed_003_resume_of_a_reclaimed_finished_stream() {
 
     // At the last event: 200, nothing to replay, and the stream is over.
     let r = match resume_stream(&hub, Some(&sid), &id(seqs[2])) {
-        Decision::Resume(r) => r,
-        Decision::Refused(r) => panic!("expected an empty resume, got {r:?}"),
+        Ok(r) => r,
+        Err(r) => panic!("expected an empty resume, got {r:?}"),
     };
     assert!(r.snapshot.is_empty());
     assert_eq!(r.stream, Some(done.id()));
@@ -530,7 +534,7 @@ async fn seed_003_resume_of_a_reclaimed_finished_stream() {
 
     // Before it: its later events are gone, and that is said.
     let r = refusal(resume_stream(&hub, Some(&sid), &id(seqs[0])));
-    assert!(matches!(r, Refusal::GapNotCovered { missing: 1, .. }), "{r:?}");
+    assert!(matches!(r, Refusal::GapNotCovered { missing: Missing::AtLeast(1), .. }), "{r:?}");
     // A seq that is not the stream's (published later, on another stream).
     let other = s.reader().oldest();
     let r = refusal(resume_stream(&hub, Some(&sid), &id(Seq(other.0 - 1))));
@@ -539,5 +543,5 @@ async fn seed_003_resume_of_a_reclaimed_finished_stream() {
     // Hundreds of streams later its tombstone is gone: refused, uncounted.
     churn(600);
     let r = refusal(resume_stream(&hub, Some(&sid), &id(seqs[2])));
-    assert!(matches!(r, Refusal::GapNotCovered { missing: 0, .. }), "{r:?}");
+    assert!(matches!(r, Refusal::GapNotCovered { missing: Missing::Unknown, .. }), "{r:?}");
 }

@@ -3,14 +3,14 @@
 //! streams including the standalone one; deliveries marked), interleaved
 //! with resume and migration requests built from real event ids (exact,
 //! mutated, of other sessions or older incarnations, ahead of head) and from
-//! garbage. Every `Hub::decide` is compared with the reference decision table
+//! garbage. Every `Hub::resume_stream` and `Hub::check_migration` is compared with the reference decision table
 //! in `gapless_fuzz::decide`, computed from the full recorded history.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use gapless::{
-    Decision, Event, EventId, Hub, HubConfig, Refusal, ResumeRequest, ResumeTarget, RingConfig, Seq, Session,
+    Event, EventId, Hub, HubConfig, Refusal, Resume, ResumeRequest, RingConfig, Seq, Session,
     SessionId, SessionPublishError, StreamHandle, StreamId,
 };
 use gapless_fuzz::decide::{self, Expected, Outcome, RefSession, Target};
@@ -211,10 +211,10 @@ impl World {
             }
             Err(SessionPublishError::Publish(e)) => {
                 let ok = refusals.iter().any(|r| match (r, e) {
-                    (MPublishError::Ended, gapless::PublishError::StreamEnded { stream }) => {
+                    (MPublishError::Ended, gapless::ring::PublishError::StreamEnded { stream }) => {
                         stream == StreamId(id)
                     }
-                    (MPublishError::TooLarge, gapless::PublishError::PayloadTooLarge { .. }) => true,
+                    (MPublishError::TooLarge, gapless::ring::PublishError::PayloadTooLarge { .. }) => true,
                     _ => false,
                 });
                 assert!(ok, "publish refused with {e:?}, model: {refusals:?}");
@@ -388,11 +388,7 @@ impl World {
             (k, _) => OWNERS[usize::from(k) % OWNERS.len()],
         };
         let cursor = self.cursor_string(req, named);
-        let (target, rtarget) = if req.migrate {
-            (ResumeTarget::Session, Target::Session)
-        } else {
-            (ResumeTarget::Stream, Target::Stream)
-        };
+        let target = if req.migrate { Target::Session } else { Target::Stream };
         // The session the id names for this caller: exact string, same owner, alive.
         let found: Vec<&Inc> = match &session_id {
             Some(sid) => {
@@ -406,14 +402,13 @@ impl World {
             session_id.as_deref(),
             found.map(|i| RefSession { ns: i.ns, ring: &i.model }),
             cursor.as_deref(),
-            rtarget,
-        );
-        let got = self.hub.decide(ResumeRequest {
-            session_id: session_id.as_deref(),
-            cursor: cursor.as_deref(),
             target,
-            owner,
-        });
+        );
+        let req = ResumeRequest { session_id: session_id.as_deref(), cursor: cursor.as_deref(), owner };
+        let got = match target {
+            Target::Session => self.hub.check_migration(req),
+            Target::Stream => self.hub.resume_stream(req),
+        };
         if !expected.any_of.iter().any(|o| matches(o, &got, found, cursor.as_deref())) {
             let history = found.map(|i| describe(&i.model));
             panic!(
@@ -532,26 +527,29 @@ impl World {
     }
 }
 
+/// What the engine answered.
+type Decision = Result<Resume, Refusal>;
+
 /// Whether the engine's decision is the reference outcome `o`.
 fn matches(o: &Outcome, got: &Decision, found: Option<&Inc>, cursor: Option<&str>) -> bool {
     let cursor_id = |c: &EventId| Some(c.to_string().as_str()) == cursor;
     match (o, got) {
-        (Outcome::RequiresSession, Decision::Refused(Refusal::ResumeRequiresSession)) => true,
-        (Outcome::Unknown, Decision::Refused(Refusal::UnknownSession)) => true,
-        (Outcome::Malformed, Decision::Refused(Refusal::MalformedCursor { .. })) => true,
-        (Outcome::Mismatch, Decision::Refused(Refusal::NamespaceMismatch { cursor: c })) => {
+        (Outcome::RequiresSession, Err(Refusal::ResumeRequiresSession)) => true,
+        (Outcome::Unknown, Err(Refusal::UnknownSession)) => true,
+        (Outcome::Malformed, Err(Refusal::MalformedCursor { .. })) => true,
+        (Outcome::Mismatch, Err(Refusal::NamespaceMismatch { cursor: c })) => {
             Some(c.as_str()) == cursor
         }
-        (Outcome::Ahead { head }, Decision::Refused(Refusal::CursorAhead { cursor: c, head: h })) => {
+        (Outcome::Ahead { head }, Err(Refusal::CursorAhead { cursor: c, head: h })) => {
             *h == Seq(*head) && cursor_id(c)
         }
         (
             Outcome::NotDelivered { witnesses },
-            Decision::Refused(Refusal::CursorNotDelivered { cursor: c, undelivered }),
+            Err(Refusal::CursorNotDelivered { cursor: c, undelivered }),
         ) => cursor_id(c) && undelivered.is_none_or(|u| witnesses.contains(&u.0)),
         (
             Outcome::Gap { oldest, missing },
-            Decision::Refused(Refusal::GapNotCovered { cursor: c, oldest: o, oldest_id, missing: m }),
+            Err(Refusal::GapNotCovered { cursor: c, oldest: o, oldest_id, missing: m }),
         ) => {
             let Some(inc) = found else { return false };
             let want_oldest_id = inc.model.retained(*oldest).then(|| {
@@ -566,7 +564,7 @@ fn matches(o: &Outcome, got: &Decision, found: Option<&Inc>, cursor: Option<&str
                 && c.as_ref().map(|c| c.to_string()).as_deref() == cursor
                 && *oldest_id == want_oldest_id
         }
-        (Outcome::Resume { after, stream, seqs }, Decision::Resume(r)) => {
+        (Outcome::Resume { after, stream, seqs }, Ok(r)) => {
             let Some(inc) = found else { return false };
             let got: Vec<u64> = r.snapshot.iter().map(|e| e.seq.0).collect();
             let events_ok = r.snapshot.iter().all(|e| {
@@ -596,8 +594,8 @@ fn check_consistency(e: &Expected) {
 
 fn show(d: &Decision) -> String {
     match d {
-        Decision::Refused(r) => format!("{r:?}"),
-        Decision::Resume(r) => format!(
+        Err(r) => format!("{r:?}"),
+        Ok(r) => format!(
             "Resume {{ after: {:?}, stream: {:?}, seqs: {:?} }}",
             r.after,
             r.stream,

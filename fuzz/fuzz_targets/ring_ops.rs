@@ -9,10 +9,11 @@
 
 use arbitrary::Arbitrary;
 use bytes::Bytes;
-use gapless::{
-    ring, Coverage, Cursor, Event, Lagged, Next, NextBatch, Producer, PublishError, Reader, RingConfig, Seq, Snapshot,
-    SnapshotError, StreamHandle, StreamId, StreamInfo,
+use gapless::ring::{
+    ring, Coverage, Cursor, Event, Lagged, Missing, Next, NextBatch, Producer, PublishError, Reader, RingConfig,
+    Snapshot, SnapshotError, StreamHandle, StreamInfo,
 };
+use gapless::{Seq, StreamId};
 use gapless_fuzz::model_ring::{MPublishError, ModelRing};
 use libfuzzer_sys::fuzz_target;
 
@@ -333,7 +334,7 @@ impl World {
                 SnapshotError::Evicted {
                     wanted: Seq(after + 1),
                     oldest: Seq(oldest),
-                    missing: oldest - 1 - after
+                    missing: Missing::Exact(oldest - 1 - after)
                 },
                 "snapshot({after})"
             );
@@ -380,10 +381,14 @@ impl World {
                 // Exact at the delivered mark, otherwise a lower bound >= 1
                 // (SnapshotError::Evicted docs).
                 if after == st.delivered {
-                    assert_eq!(missing, lost, "snapshot_stream({id}, {after}) missing at the delivered mark");
+                    assert_eq!(
+                        missing,
+                        Missing::Exact(lost),
+                        "snapshot_stream({id}, {after}) missing at the delivered mark"
+                    );
                 } else {
                     assert!(
-                        (1..=lost).contains(&missing),
+                        matches!(missing, Missing::AtLeast(m) if (1..=lost).contains(&m)),
                         "snapshot_stream({id}, {after}) missing {missing} is not a lower bound of {lost} \
                          (delivered mark {})",
                         st.delivered

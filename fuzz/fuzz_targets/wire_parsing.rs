@@ -9,7 +9,8 @@
 
 use gapless::client::RefusalKind;
 use gapless::event_id::{parse_wire, MalformedReason, ParseError, MAX_LEN, MAX_TAG_LEN};
-use gapless::{EventId, SessionId, Ticket};
+use gapless::session::Ticket;
+use gapless::{EventId, SessionId};
 use gapless_fuzz::wire;
 use libfuzzer_sys::fuzz_target;
 

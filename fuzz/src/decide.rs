@@ -1,9 +1,9 @@
-//! A reference for the SPEC §4.2 decision table, computed from the full
+//! A reference for the `docs/SPEC.md` §4.2 decision table, computed from the full
 //! history the model recorded (every event ever published, its stream, the
 //! per-stream delivered marks, which events are evicted).
 //!
 //! Where the engine cannot know something the spec asks for, and documents
-//! that (engine/src/resume.rs and snapshot.rs), the reference widens its
+//! that (engine/src/session/resume.rs and engine/src/ring/snapshot.rs), the reference widens its
 //! expectation to exactly the documented alternative and nothing more:
 //!
 //! * **A1, membership of evicted events** (`belongs`): a cursor naming an
@@ -11,13 +11,13 @@
 //!   row 4 when the claimed stream's record (or, once reclaimed, its
 //!   tombstone) spans the seq (`first <= seq <= high`). Rows 6–7 then run
 //!   for the claimed stream.
-//! * **A2, reclaimed stream records** (SPEC §3.6 lets the engine drop the
+//! * **A2, reclaimed stream records** (`docs/SPEC.md` §3.6 lets the engine drop the
 //!   record of an ended stream whose events are all evicted): the engine
 //!   keeps a tombstone (first and last seq) of the newest 256 reclaimed,
 //!   fully delivered streams, which answers like the record would; the
 //!   targets open at most 40 streams per ring, so every reclaimed stream has
 //!   one and the SPEC's answer is expected exactly. Past that bound the
-//!   engine refuses a resume on such a stream with `missing: 0` (not
+//!   engine refuses a resume on such a stream with `Missing::Unknown` (not
 //!   modelled here). Migration: reclaimed streams that were not fully
 //!   delivered are remembered (`Reader::reclaimed_undelivered`), so row 6
 //!   sees them (but see A5).
@@ -37,7 +37,7 @@
 //!   kept instead; see `sync_records`.)
 //! * **A4, `missing` of a stream gap** (`SnapshotError::Evicted` docs): exact
 //!   when the cursor is the stream's delivered mark, otherwise a lower bound
-//!   in `1 ..= true missing`.
+//!   in `1 ..= true missing`; the engine says which (`gapless::Missing`).
 
 use crate::model_ring::{MStream, ModelRing};
 use crate::wire::{self, Bad};
@@ -61,11 +61,13 @@ pub enum Missing {
 }
 
 impl Missing {
-    /// Whether `got` is acceptable.
-    pub fn accepts(&self, got: u64) -> bool {
-        match *self {
-            Missing::Exact(n) => got == n,
-            Missing::LowerBound(n) => (1..=n).contains(&got),
+    /// Whether the engine's `got` is acceptable: the same kind (exact or a
+    /// bound), and the number exact or within `1 ..= n`.
+    pub fn accepts(&self, got: gapless::Missing) -> bool {
+        match (*self, got) {
+            (Missing::Exact(n), gapless::Missing::Exact(g)) => g == n,
+            (Missing::LowerBound(n), gapless::Missing::AtLeast(g)) => (1..=n).contains(&g),
+            _ => false,
         }
     }
 }

@@ -7,7 +7,8 @@
 #![cfg(gapless_loom)]
 
 use bytes::Bytes;
-use gapless::{ring, Coverage, Cursor, Lagged, Next, NextBatch, RingConfig, Seq, SnapshotError};
+use gapless::ring::{ring, Coverage, Cursor, Lagged, Missing, Next, NextBatch, RingConfig, SnapshotError};
+use gapless::Seq;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
@@ -141,7 +142,7 @@ fn snapshot_survives_wraparound() {
             }
             Err(SnapshotError::Evicted { wanted, oldest, missing }) => {
                 assert!(wanted < oldest);
-                assert_eq!(missing, oldest.0 - wanted.0);
+                assert_eq!(missing, Missing::Exact(oldest.0 - wanted.0));
             }
             Err(e) => panic!("unexpected {e:?}"),
         });

@@ -3,7 +3,8 @@
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gapless::{Refusal, SessionError, TicketError};
+use gapless::session::TicketError;
+use gapless::{Refusal, SessionError};
 use serde_json::{json, Map, Value};
 
 /// A refusal with its status, `error` kind, message and extra fields.
@@ -82,7 +83,7 @@ impl ApiError {
 impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> Self {
         let status = StatusCode::from_u16(r.http_status()).expect("valid status");
-        let mut e = ApiError::new(status, r.error_kind(), r.to_string());
+        let mut e = ApiError::new(status, r.kind().as_str(), r.to_string());
         match r {
             Refusal::MalformedCursor { reason } => e = e.with("reason", json!(reason.to_string())),
             Refusal::NamespaceMismatch { .. } => {}
@@ -94,7 +95,7 @@ impl From<Refusal> for ApiError {
                 e = e
                     .with("cursor", cursor.map_or(Value::Null, |c| json!(c.to_string())))
                     .with("oldest", oldest_id.map_or(json!(oldest.get()), |o| json!(o.to_string())))
-                    .with("missing", json!(missing))
+                    .with("missing", json!(missing.count()))
             }
             Refusal::ResumeRequiresSession | Refusal::UnknownSession => {}
         }

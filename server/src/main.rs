@@ -19,10 +19,10 @@ struct Args {
     #[arg(long, default_value = "/mcp")]
     path: String,
     /// Events retained per session ring.
-    #[arg(long, default_value_t = gapless::DEFAULT_CAPACITY)]
+    #[arg(long, default_value_t = gapless::ring::DEFAULT_CAPACITY)]
     ring_events: usize,
     /// Payload bytes retained per session ring.
-    #[arg(long, default_value_t = gapless::DEFAULT_BYTE_BUDGET)]
+    #[arg(long, default_value_t = gapless::ring::DEFAULT_BYTE_BUDGET)]
     ring_bytes: usize,
     /// Most live sessions.
     #[arg(long, default_value_t = 10_000)]

@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use gapless::{Decision, ResumeRequest, ResumeTarget, Seq, StreamHandle, Subscription};
+use gapless::{ResumeRequest, Seq, StreamHandle, Subscription};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -391,16 +391,8 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     if let Some(cursor) = h.get(LAST_EVENT_ID) {
         // A resume (SPEC §4.2), even with a non-UTF-8 cursor (malformed).
         let cursor = cursor.to_str().unwrap_or("\u{0}");
-        let decision = state.hub.decide(ResumeRequest {
-            session_id: sid,
-            cursor: Some(cursor),
-            target: ResumeTarget::Stream,
-            owner: owner.as_deref(),
-        });
-        let resume = match decision {
-            Decision::Resume(r) => r,
-            Decision::Refused(r) => return Err(r.into()),
-        };
+        let req = ResumeRequest { session_id: sid, cursor: Some(cursor), owner: owner.as_deref() };
+        let resume = state.hub.resume_stream(req)?;
         let conn =
             state.conn(sid.unwrap_or_default(), owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
         if conn.session.is_migrated() {
@@ -435,7 +427,7 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         )
         .with("cursor", Value::Null)
         .with("oldest", json!(oldest.get()))
-        .with("missing", json!(missing)),
+        .with("missing", json!(missing.count())),
         _ => ApiError::unknown_session(),
     });
     let sub = match sub {

@@ -10,7 +10,8 @@
 use crate::state::Conn;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
-use gapless::{ConnectionGuard, Event, Next, StreamId, Subscription};
+use gapless::session::ConnectionGuard;
+use gapless::{Event, Next, StreamId, Subscription};
 use std::convert::Infallible;
 use std::future::Future as _;
 use std::pin::Pin;

@@ -68,14 +68,15 @@ async fn upgrade_inner(state: Arc<AppState>, id: String, req: Request) -> Result
     })?;
     let cursor = parse_upgrade_body(&body)?;
     let owner = state.identity.as_ref().and_then(|f| f(&h));
-    let (session, issued) =
-        state.hub.migrate(&id, cursor.as_deref(), owner.as_deref()).map_err(|e| match e {
-            gapless::MigrateError::Refused(r) => ApiError::from(r),
-            gapless::MigrateError::Ticket(t) => ApiError::from(t),
-        })?;
+    let req =
+        gapless::ResumeRequest { session_id: Some(&id), cursor: cursor.as_deref(), owner: owner.as_deref() };
+    let issued = state.hub.migrate(req).map_err(|e| match e {
+        gapless::session::MigrateError::Refused(r) => ApiError::from(r),
+        gapless::session::MigrateError::Ticket(t) => ApiError::from(t),
+    })?;
     // Issuing a ticket ends the session's SSE streams: from now on events
     // wait in the ring for the socket.
-    if let Some(conn) = state.conn(&session.id().to_string(), owner.as_deref()) {
+    if let Some(conn) = state.conn(&issued.session.id().to_string(), owner.as_deref()) {
         conn.end_all_sse_streams();
     }
     let ticket = issued.ticket.to_string();
@@ -118,7 +119,7 @@ pub(crate) async fn socket(
         return e.into_response();
     }
     let owner = state.identity.as_ref().and_then(|f| f(&parts.headers));
-    let Some(ticket) = q.get("ticket").filter(|t| gapless::Ticket::parse(t).is_some()) else {
+    let Some(ticket) = q.get("ticket").filter(|t| gapless::session::Ticket::parse(t).is_some()) else {
         return ApiError::new(StatusCode::FORBIDDEN, "ticket_invalid", "missing or malformed ?ticket=")
             .into_response();
     };

@@ -18,7 +18,8 @@
 //! Usage: `cargo run --release -p gapless-benches --bin interleaved [-- ROUNDS]`
 //! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
 
-use gapless::{ring, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId, DEFAULT_BYTE_BUDGET};
+use gapless::ring::DEFAULT_BYTE_BUDGET;
+use gapless::{ring, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId};
 use gapless_benches::harness::{digest, payload, pin_to, results_dir, Background, CachePadded};
 use gapless_benches::SpeedOfLight;
 use std::hint::black_box;

@@ -92,7 +92,8 @@ fn retained(shared: bool) -> Vec<Row> {
     let mut rows = Vec::new();
 
     let (b, kept) = growth(|| {
-        let (mut producer, reader) = ring(RingConfig::new(CAPACITY, gapless::DEFAULT_BYTE_BUDGET)).unwrap();
+        let (mut producer, reader) =
+            ring(RingConfig::new(CAPACITY, gapless::ring::DEFAULT_BYTE_BUDGET)).unwrap();
         let stream = producer.open_stream();
         for _ in 0..n {
             producer.publish(&stream, p()).unwrap();

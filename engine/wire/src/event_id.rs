@@ -1,4 +1,4 @@
-//! The SSE event-id wire codec (SPEC §4.1).
+//! The SSE event-id wire codec (`docs/SPEC.md` §4.1).
 //!
 //! An event id travels as the SSE `id:` field, comes back as a `Last-Event-ID`
 //! header or an upgrade cursor, and is then the only thing that tells the
@@ -46,56 +46,18 @@ const NS_DIGITS: usize = 16;
 
 /// A 64-bit token naming one session incarnation on the wire.
 ///
-/// It is random, so it reveals nothing about the session id, and a new
-/// incarnation of the same session key gets a new one, which makes the
-/// cursors of the older incarnation foreign. `Display` prints exactly 16
-/// lowercase hex digits.
+/// The engine draws it at random (`gapless::session`), so it reveals
+/// nothing about the session id, and a new incarnation of the same session
+/// key gets a new one, which makes the cursors of the older incarnation
+/// foreign. `Display` prints exactly 16 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct Namespace(pub u64);
-
-impl Namespace {
-    /// Draws a namespace from the operating system's CSPRNG.
-    ///
-    /// # Panics
-    ///
-    /// If the OS has no entropy source to offer (see [`Namespace::try_random`]
-    /// for the fallible form).
-    pub fn random() -> Namespace {
-        match Namespace::try_random() {
-            Ok(ns) => ns,
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    /// Draws a namespace from the operating system's CSPRNG, reporting a
-    /// failure of the entropy source instead of panicking.
-    pub fn try_random() -> Result<Namespace, EntropyError> {
-        let mut bytes = [0u8; 8];
-        getrandom::getrandom(&mut bytes).map_err(|e| EntropyError { code: e.code().get() })?;
-        Ok(Namespace(u64::from_le_bytes(bytes)))
-    }
-}
 
 impl fmt::Display for Namespace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:016x}", self.0)
     }
 }
-
-/// The OS entropy source failed ([`Namespace::try_random`]).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct EntropyError {
-    /// The `getrandom` error code (an OS errno or one of its own codes).
-    pub code: u32,
-}
-
-impl fmt::Display for EntropyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "OS random source failed (getrandom code {})", self.code)
-    }
-}
-
-impl std::error::Error for EntropyError {}
 
 /// One event id of our layout: namespace, stream and session-global seq.
 ///
@@ -476,14 +438,6 @@ mod tests {
             ParseError::Malformed(M::TooLong { len: 200 }).to_string(),
             "malformed event id: 200 bytes, more than 128"
         );
-    }
-
-    #[test]
-    fn random_namespaces_differ() {
-        let a = Namespace::random();
-        let b = Namespace::try_random().unwrap();
-        assert_ne!(a, b, "two 64-bit draws collided");
-        assert_eq!(a.to_string().len(), 16);
     }
 
     /// xorshift64*: a tiny deterministic generator for property tests.

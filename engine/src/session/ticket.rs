@@ -1,44 +1,42 @@
-//! Migration tickets (SPEC §4.3): single-use, session-bound, expiring
-//! tokens that pin the gap snapshot between the upgrade check and the
-//! WebSocket connecting.
+//! Migration tickets (`docs/SPEC.md` §4.3): single-use, session-bound,
+//! expiring tokens that pin the gap snapshot between the upgrade check and
+//! the WebSocket connecting.
 
-use crate::event_id::EventId;
-use crate::session::{Hub, Session, SessionId};
-use crate::sync::{lock, Mutex};
-use crate::{Seq, Snapshot};
+use super::hub::{Hub, SessionError};
+use super::lock;
+use super::resume::{Refusal, ResumeRequest};
+use super::secret::{Secret, SessionId};
+use super::session::Session;
+use crate::ring::Snapshot;
+use gapless_wire::{EventId, Seq};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A ticket's secret: 128 bits from the OS CSPRNG, written as 32 hex digits.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Ticket([u8; 16]);
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(Secret);
 
 impl Ticket {
     fn random() -> Self {
-        let mut b = [0u8; 16];
-        getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
-        Ticket(b)
+        Ticket(Secret::random())
     }
 
     /// Parses the 32-hex-digit form.
     pub fn parse(s: &str) -> Option<Self> {
-        crate::session::parse_hex16(s).map(Ticket)
+        Secret::parse(s).map(Ticket)
     }
 }
 
 impl fmt::Display for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        self.0.fmt(f)
     }
 }
 
 impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Ticket({:02x}{:02x}…)", self.0[0], self.0[1])
+        self.0.fmt_short("Ticket", f)
     }
 }
 
@@ -113,12 +111,14 @@ impl TicketBook {
 /// the ticket).
 #[derive(Debug, Default)]
 pub(crate) struct TicketIndex {
-    map: Mutex<HashMap<[u8; 16], (SessionId, u64)>>,
+    map: Mutex<HashMap<Secret, (SessionId, u64)>>,
 }
 
 /// A freshly issued ticket and what it will replay.
 #[derive(Debug, Clone)]
 pub struct IssuedTicket {
+    /// The session it migrates.
+    pub session: Arc<Session>,
     /// The secret to present on the WebSocket request.
     pub ticket: Ticket,
     /// The client's cursor.
@@ -133,7 +133,7 @@ pub struct IssuedTicket {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MigrateError {
     /// The decision table refused it.
-    Refused(crate::resume::Refusal),
+    Refused(Refusal),
     /// No ticket could be issued.
     Ticket(TicketError),
 }
@@ -150,35 +150,18 @@ impl fmt::Display for MigrateError {
 impl std::error::Error for MigrateError {}
 
 impl Hub {
-    /// The migration check of SPEC §4.3: decides the request for the whole
-    /// session after `cursor` (`None` = processed nothing) and, if granted,
-    /// issues a ticket that pins the gap.
-    pub fn migrate(
-        &self,
-        session_id: &str,
-        cursor: Option<&str>,
-        owner: Option<&str>,
-    ) -> Result<(Arc<Session>, IssuedTicket), MigrateError> {
-        let req = crate::resume::ResumeRequest {
-            session_id: Some(session_id),
-            cursor,
-            target: crate::resume::ResumeTarget::Session,
-            owner,
-        };
-        match self.decide(req) {
-            crate::resume::Decision::Refused(r) => Err(MigrateError::Refused(r)),
-            crate::resume::Decision::Resume(r) => {
-                let issued =
-                    self.issue_ticket(&r.session, r.after, r.snapshot).map_err(MigrateError::Ticket)?;
-                Ok((r.session, issued))
-            }
-        }
+    /// The migration of `docs/SPEC.md` §4.3: [`Hub::check_migration`]
+    /// for the whole session after the request's cursor (`None` = processed
+    /// nothing) and, if granted, a ticket that pins the gap.
+    pub fn migrate(&self, req: ResumeRequest<'_>) -> Result<IssuedTicket, MigrateError> {
+        let r = self.check_migration(req).map_err(MigrateError::Refused)?;
+        self.issue_ticket(&r.session, r.after, r.snapshot).map_err(MigrateError::Ticket)
     }
 
     /// Issues a ticket pinning `snapshot` (the gap after `cursor`) for
     /// `session`. Expired tickets are pruned first; a session may hold at
     /// most `max_tickets` live ones.
-    pub fn issue_ticket(
+    fn issue_ticket(
         &self,
         session: &Arc<Session>,
         cursor: Seq,
@@ -204,8 +187,13 @@ impl Hub {
             let stream = snapshot.iter().next().map(|e| e.stream).expect("non-empty snapshot");
             session.event_id(stream, s)
         });
-        let issued =
-            IssuedTicket { ticket: ticket.clone(), cursor, replay_from, replay_count: snapshot.len() };
+        let issued = IssuedTicket {
+            session: Arc::clone(session),
+            ticket,
+            cursor,
+            replay_from,
+            replay_count: snapshot.len(),
+        };
         index.insert(ticket.0, (session.id(), now + ttl));
         entries.push(Entry { ticket, cursor, snapshot: Some(snapshot), expires_ms: now + ttl });
         Ok(issued)
@@ -228,9 +216,7 @@ impl Hub {
         }
         let s = match self.get(&sid, owner) {
             Ok(s) => s,
-            Err(crate::session::SessionError::Unknown) if self.get_any(&sid).is_some() => {
-                return Err(TicketError::Foreign)
-            }
+            Err(SessionError::Unknown) if self.get_any(&sid).is_some() => return Err(TicketError::Foreign),
             Err(_) => return Err(TicketError::Unknown),
         };
         if expires <= now {

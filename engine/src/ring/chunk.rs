@@ -10,9 +10,9 @@
 //! unique, `Arc::get_mut`) has its cells dropped and its memory reused for a
 //! later chunk. Both need `&mut`, so no reader can be looking.
 
-use crate::event::StreamId;
 use crate::sync::{AtomicUsize, Ordering, UnsafeCell};
 use bytes::Bytes;
+use gapless_wire::StreamId;
 use std::mem::MaybeUninit;
 
 /// What a cell stores for one event (its seq is implied by its position).

@@ -1,5 +1,5 @@
 //! The client guard: a sans-IO helper that lets any client HTTP stack resume
-//! an MCP session without losing an event silently (SPEC §6).
+//! an MCP session without losing an event silently (`docs/SPEC.md` §6).
 //!
 //! Seed 003 found that a resume is a two-key operation (`Mcp-Session-Id` and
 //! `Last-Event-ID` must address the same buffer) and that an empty `200`
@@ -17,8 +17,8 @@
 //!   and say which to process, which to drop, and where a hole or repeat is.
 //!
 //! ```
-//! use gapless::client::{classify_resume, ClientGuard, ResumeOutcome, ResumeResponse, SseCheck};
-//! use gapless::event_id::EventId;
+//! use gapless_wire::client::{classify_resume, ClientGuard, ResumeOutcome, ResumeResponse, SseCheck};
+//! use gapless_wire::event_id::EventId;
 //!
 //! let mut guard = ClientGuard::new();
 //! guard.set_session_id("s-7f3a").unwrap();
@@ -37,7 +37,7 @@
 //! ```
 
 use crate::event_id::{EventId, Namespace};
-use crate::{Seq, StreamId};
+use crate::{ErrorKind, Seq, StreamId};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -132,7 +132,7 @@ impl ClientGuard {
     }
 
     /// Forgets the session and everything recorded in it (after `DELETE`, or
-    /// a refusal with [`RefusalKind::UnknownSession`]).
+    /// a refusal with [`ErrorKind::UnknownSession`]).
     pub fn end_session(&mut self) {
         self.clear_progress();
         self.session_id = None;
@@ -655,96 +655,43 @@ pub fn classify_resume(
     }
 }
 
-/// The `error` kinds of SPEC §4.2 and §5.
+/// The `error` kind of a refusal as a client reads it: one of the
+/// contract's [`ErrorKind`]s, or a string this version does not know (a
+/// newer server, another server), kept as sent.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub enum RefusalKind {
-    /// `resume_requires_session`: a cursor was sent without a session id.
-    ResumeRequiresSession,
-    /// `unknown_session`: the session is gone; re-initialize.
-    UnknownSession,
-    /// `malformed_cursor`.
-    MalformedCursor,
-    /// `namespace_mismatch`: the cursor is of another session, incarnation
-    /// or stream.
-    NamespaceMismatch,
-    /// `cursor_ahead`: the cursor names an event never emitted.
-    CursorAhead,
-    /// `cursor_not_delivered`: the cursor names an event never delivered.
-    CursorNotDelivered,
-    /// `gap_not_covered`: events after the cursor were evicted.
-    GapNotCovered,
-    /// `missing_session`.
-    MissingSession,
-    /// `unsupported_protocol_version`.
-    UnsupportedProtocolVersion,
-    /// `not_acceptable`.
-    NotAcceptable,
-    /// `malformed_request`.
-    MalformedRequest,
-    /// `unsupported_media_type`.
-    UnsupportedMediaType,
-    /// `method_not_allowed`.
-    MethodNotAllowed,
-    /// `payload_too_large`.
-    PayloadTooLarge,
-    /// `headers_too_large`.
-    HeadersTooLarge,
-    /// `origin_not_allowed`.
-    OriginNotAllowed,
-    /// `too_many_sessions`.
-    TooManySessions,
-    /// `stream_busy`: the standalone stream is already open.
-    StreamBusy,
-    /// `session_migrated`: the session lives on a WebSocket now.
-    SessionMigrated,
-    /// `ticket_invalid`.
-    TicketInvalid,
-    /// `too_many_tickets`.
-    TooManyTickets,
+    /// A kind of the contract (`docs/SPEC.md` §4.2 and §5).
+    Known(ErrorKind),
     /// Any other string, kept as sent.
     Other(String),
 }
 
-/// Every named kind with its wire string.
-const REFUSAL_KINDS: [(RefusalKind, &str); 21] = [
-    (RefusalKind::ResumeRequiresSession, "resume_requires_session"),
-    (RefusalKind::UnknownSession, "unknown_session"),
-    (RefusalKind::MalformedCursor, "malformed_cursor"),
-    (RefusalKind::NamespaceMismatch, "namespace_mismatch"),
-    (RefusalKind::CursorAhead, "cursor_ahead"),
-    (RefusalKind::CursorNotDelivered, "cursor_not_delivered"),
-    (RefusalKind::GapNotCovered, "gap_not_covered"),
-    (RefusalKind::MissingSession, "missing_session"),
-    (RefusalKind::UnsupportedProtocolVersion, "unsupported_protocol_version"),
-    (RefusalKind::NotAcceptable, "not_acceptable"),
-    (RefusalKind::MalformedRequest, "malformed_request"),
-    (RefusalKind::UnsupportedMediaType, "unsupported_media_type"),
-    (RefusalKind::MethodNotAllowed, "method_not_allowed"),
-    (RefusalKind::PayloadTooLarge, "payload_too_large"),
-    (RefusalKind::HeadersTooLarge, "headers_too_large"),
-    (RefusalKind::OriginNotAllowed, "origin_not_allowed"),
-    (RefusalKind::TooManySessions, "too_many_sessions"),
-    (RefusalKind::StreamBusy, "stream_busy"),
-    (RefusalKind::SessionMigrated, "session_migrated"),
-    (RefusalKind::TicketInvalid, "ticket_invalid"),
-    (RefusalKind::TooManyTickets, "too_many_tickets"),
-];
-
 impl RefusalKind {
     /// Maps an `error` string; unknown strings become [`RefusalKind::Other`].
     pub fn from_error(error: &str) -> RefusalKind {
-        REFUSAL_KINDS
-            .iter()
-            .find(|(_, s)| *s == error)
-            .map_or_else(|| RefusalKind::Other(error.to_owned()), |(k, _)| k.clone())
+        ErrorKind::from_wire(error).map_or_else(|| RefusalKind::Other(error.to_owned()), RefusalKind::Known)
     }
 
     /// The wire string.
     pub fn as_str(&self) -> &str {
         match self {
+            RefusalKind::Known(k) => k.as_str(),
             RefusalKind::Other(s) => s,
-            kind => REFUSAL_KINDS.iter().find(|(k, _)| k == kind).map_or("", |(_, s)| s),
         }
+    }
+
+    /// The contract's kind, if it is one.
+    pub fn known(&self) -> Option<ErrorKind> {
+        match self {
+            RefusalKind::Known(k) => Some(*k),
+            RefusalKind::Other(_) => None,
+        }
+    }
+}
+
+impl From<ErrorKind> for RefusalKind {
+    fn from(k: ErrorKind) -> Self {
+        RefusalKind::Known(k)
     }
 }
 
@@ -755,7 +702,7 @@ impl fmt::Display for RefusalKind {
 }
 
 /// Continuity of a migrated session's WebSocket frames: the first frame is
-/// cursor + 1, then seqs rise by exactly one (SPEC §4.3).
+/// cursor + 1, then seqs rise by exactly one (`docs/SPEC.md` §4.3).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct WsContinuity {
     /// The highest seq seen on the socket, or the migration cursor.
@@ -1118,21 +1065,24 @@ mod tests {
             |status, error| classify_resume(&ev(1, 1), ResumeResponse::Refused { status, error }, &[]);
         assert_eq!(
             refused(409, "gap_not_covered"),
-            ResumeOutcome::Refused { status: 409, kind: RefusalKind::GapNotCovered }
+            ResumeOutcome::Refused { status: 409, kind: RefusalKind::Known(ErrorKind::GapNotCovered) }
         );
         assert_eq!(
             refused(404, "unknown_session"),
-            ResumeOutcome::Refused { status: 404, kind: RefusalKind::UnknownSession }
+            ResumeOutcome::Refused { status: 404, kind: RefusalKind::Known(ErrorKind::UnknownSession) }
         );
         assert_eq!(
             refused(500, "boom"),
             ResumeOutcome::Refused { status: 500, kind: RefusalKind::Other("boom".to_owned()) }
         );
-        for (kind, s) in &REFUSAL_KINDS {
-            assert_eq!(&RefusalKind::from_error(s), kind);
-            assert_eq!(kind.as_str(), *s);
-            assert_eq!(kind.to_string(), *s);
+        for &k in ErrorKind::ALL {
+            let kind = RefusalKind::from_error(k.as_str());
+            assert_eq!(kind, RefusalKind::Known(k));
+            assert_eq!(kind.known(), Some(k));
+            assert_eq!(kind.as_str(), k.as_str());
+            assert_eq!(kind.to_string(), k.as_str());
         }
+        assert_eq!(RefusalKind::from_error("boom").known(), None);
         assert_eq!(RefusalKind::from_error("").as_str(), "");
     }
 

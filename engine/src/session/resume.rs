@@ -1,20 +1,23 @@
-//! The resume decision table (SPEC §4.2).
+//! The resume decision table (`docs/SPEC.md` §4.2).
 //!
-//! [`Hub::decide`] takes a resume request and returns exactly one
-//! [`Decision`], checking the table's rows in order. The HTTP mapping sits
-//! next to the type, in [`Refusal::http_status`] and [`Refusal::error_kind`],
-//! so a transport maps each variant in one place.
+//! [`Hub::resume_stream`] (an SSE resume) and [`Hub::check_migration`] (a
+//! WebSocket migration) take a [`ResumeRequest`] and answer `Ok(Resume)` or
+//! exactly one [`Refusal`], checking the table's rows in order. Each
+//! refusal names its [`ErrorKind`], which carries the HTTP status and the
+//! JSON name, so a transport maps every variant in one place.
 
-use crate::event_id::{EventId, MalformedReason, ParseError};
-use crate::session::{Hub, Session, SessionError};
-use crate::{Seq, Snapshot, SnapshotError, StreamId};
+use super::hub::Hub;
+use super::session::Session;
+use crate::ring::{Missing, Snapshot, SnapshotError};
+use gapless_wire::event_id::{EventId, MalformedReason, ParseError};
+use gapless_wire::{ErrorKind, Seq, StreamId};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-/// What a resume wants.
+/// What a resume wants (the table's two forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResumeTarget {
+enum Target {
     /// An SSE resume: the cursor's own stream (`Last-Event-ID`).
     Stream,
     /// A WebSocket migration: every event of the session after the cursor,
@@ -22,8 +25,16 @@ pub enum ResumeTarget {
     Session,
 }
 
-/// A resume request as it arrives.
-#[derive(Clone, Copy, Debug)]
+/// A resume request as it arrives: the session id, the cursor and the
+/// caller's identity, each as the transport read them.
+///
+/// ```
+/// use gapless::ResumeRequest;
+/// let req = ResumeRequest::new("0123456789abcdef0123456789abcdef").cursor("00ab34ff9c01de77_2-7");
+/// assert_eq!(req.cursor, Some("00ab34ff9c01de77_2-7"));
+/// assert_eq!(req.owner, None);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ResumeRequest<'a> {
     /// `Mcp-Session-Id` (or the upgrade path's id), if any.
     pub session_id: Option<&'a str>,
@@ -31,14 +42,32 @@ pub struct ResumeRequest<'a> {
     /// nothing" (cursor seq 0); for a stream resume a missing cursor is
     /// malformed (a GET without `Last-Event-ID` is not a resume).
     pub cursor: Option<&'a str>,
-    /// Stream or whole session.
-    pub target: ResumeTarget,
     /// The caller identity the session must be bound to (`None` for none).
     pub owner: Option<&'a str>,
 }
 
-/// Why a resume is refused. Each variant maps to one HTTP status and one
-/// JSON `error` kind:
+impl<'a> ResumeRequest<'a> {
+    /// A request on session `session_id`, without a cursor or an owner.
+    pub fn new(session_id: &'a str) -> Self {
+        ResumeRequest { session_id: Some(session_id), cursor: None, owner: None }
+    }
+
+    /// With cursor `cursor` (an event id as the client sent it).
+    pub fn cursor(mut self, cursor: &'a str) -> Self {
+        self.cursor = Some(cursor);
+        self
+    }
+
+    /// Made by caller `owner` (`None`: an anonymous caller).
+    pub fn owner(mut self, owner: Option<&'a str>) -> Self {
+        self.owner = owner;
+        self
+    }
+}
+
+/// Why a resume is refused. Each variant is one row of the table and one
+/// [`ErrorKind`] ([`Refusal::kind`]), which carries the HTTP status and the
+/// JSON `error` name:
 ///
 /// | variant | HTTP | `error` |
 /// |---|---|---|
@@ -91,38 +120,34 @@ pub enum Refusal {
         oldest: Seq,
         /// Event id of `oldest`, when it is a retained event.
         oldest_id: Option<EventId>,
-        /// Evicted events of the target after the cursor (see
-        /// [`SnapshotError::Evicted`] for when it is a lower bound). For a
-        /// stream whose record was reclaimed it is 1 (its events after the
-        /// cursor are gone, how many is unknown), or 0 once even its
-        /// tombstone was dropped (the newest 256 are kept per ring): then
-        /// the engine cannot tell a cursor at the stream's end, which
-        /// deserved an empty resume, from one before it.
-        missing: u64,
+        /// Evicted events of the target after the cursor, and whether that
+        /// count is exact, a lower bound or unknown (see [`Missing`]). For a
+        /// stream whose record was reclaimed it is `AtLeast(1)` (its events
+        /// after the cursor are gone, how many is unknown), or `Unknown`
+        /// once even its tombstone was dropped (the newest 256 are kept per
+        /// ring): then the engine cannot tell a cursor at the stream's end,
+        /// which deserved an empty resume, from one before it.
+        missing: Missing,
     },
 }
 
 impl Refusal {
-    /// The HTTP status for this refusal.
-    pub fn http_status(&self) -> u16 {
+    /// The contract's kind of this refusal.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Refusal::ResumeRequiresSession | Refusal::MalformedCursor { .. } => 400,
-            Refusal::UnknownSession => 404,
-            _ => 409,
+            Refusal::ResumeRequiresSession => ErrorKind::ResumeRequiresSession,
+            Refusal::UnknownSession => ErrorKind::UnknownSession,
+            Refusal::MalformedCursor { .. } => ErrorKind::MalformedCursor,
+            Refusal::NamespaceMismatch { .. } => ErrorKind::NamespaceMismatch,
+            Refusal::CursorAhead { .. } => ErrorKind::CursorAhead,
+            Refusal::CursorNotDelivered { .. } => ErrorKind::CursorNotDelivered,
+            Refusal::GapNotCovered { .. } => ErrorKind::GapNotCovered,
         }
     }
 
-    /// The JSON `error` kind for this refusal.
-    pub fn error_kind(&self) -> &'static str {
-        match self {
-            Refusal::ResumeRequiresSession => "resume_requires_session",
-            Refusal::UnknownSession => "unknown_session",
-            Refusal::MalformedCursor { .. } => "malformed_cursor",
-            Refusal::NamespaceMismatch { .. } => "namespace_mismatch",
-            Refusal::CursorAhead { .. } => "cursor_ahead",
-            Refusal::CursorNotDelivered { .. } => "cursor_not_delivered",
-            Refusal::GapNotCovered { .. } => "gap_not_covered",
-        }
+    /// The HTTP status for this refusal (the kind's).
+    pub fn http_status(&self) -> u16 {
+        self.kind().http_status()
     }
 }
 
@@ -168,37 +193,34 @@ pub struct Resume {
     pub snapshot: Snapshot,
 }
 
-/// The outcome of a resume request: exactly one row of the table.
-#[derive(Debug)]
-pub enum Decision {
-    /// Deliver the snapshot, then live.
-    Resume(Resume),
-    /// Refused, with what the caller needs to explain it.
-    Refused(Refusal),
-}
-
 impl Hub {
-    /// Decides a resume request per SPEC §4.2, checking in the table's order.
-    pub fn decide(&self, req: ResumeRequest<'_>) -> Decision {
-        match self.decide_inner(req) {
-            Ok(r) => Decision::Resume(r),
-            Err(r) => Decision::Refused(r),
-        }
+    /// An SSE resume (`Last-Event-ID`): the cursor's own stream after the
+    /// cursor, per the decision table in its order. `Ok` pins the gap;
+    /// [`Resume::into_subscription`] (feature `tokio`) replays it and
+    /// continues live.
+    pub fn resume_stream(&self, req: ResumeRequest<'_>) -> Result<Resume, Refusal> {
+        self.decide(req, Target::Stream)
     }
 
-    fn decide_inner(&self, req: ResumeRequest<'_>) -> Result<Resume, Refusal> {
+    /// A WebSocket migration's check: every event of the session after the
+    /// client's contiguous processed prefix (`cursor: None` = processed
+    /// nothing), per the decision table in its order. [`Hub::migrate`] runs
+    /// it and issues the ticket.
+    pub fn check_migration(&self, req: ResumeRequest<'_>) -> Result<Resume, Refusal> {
+        self.decide(req, Target::Session)
+    }
+
+    fn decide(&self, req: ResumeRequest<'_>, target: Target) -> Result<Resume, Refusal> {
         // Row 1: a resume without a session id never creates one.
         let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
         // Row 2.
-        let session = self.get_str(sid, req.owner).map_err(|e| match e {
-            SessionError::Unknown | SessionError::Expired { .. } => Refusal::UnknownSession,
-            _ => Refusal::UnknownSession,
-        })?;
+        // Unknown, expired, deleted and foreign look the same.
+        let session = self.get_str(sid, req.owner).map_err(|_| Refusal::UnknownSession)?;
         self.touch(&session);
         // Row 3.
-        let cursor = match (req.cursor, req.target) {
-            (None, ResumeTarget::Session) => None,
-            (None, ResumeTarget::Stream) => {
+        let cursor = match (req.cursor, target) {
+            (None, Target::Session) => None,
+            (None, Target::Stream) => {
                 return Err(Refusal::MalformedCursor { reason: MalformedReason::Empty })
             }
             (Some(c), _) => match EventId::parse(c) {
@@ -227,8 +249,8 @@ impl Hub {
             }
         }
         let after = cursor.map_or(Seq(0), |c| c.seq);
-        match req.target {
-            ResumeTarget::Stream => {
+        match target {
+            Target::Stream => {
                 let c = cursor.expect("stream resumes have a cursor");
                 // Row 6: the cursor's event must have been delivered.
                 if let Some(info) = reader.stream(c.stream) {
@@ -245,12 +267,10 @@ impl Hub {
                     // ends at once. Before it, at least its last event is
                     // gone (the cursor's position in the stream is unknown:
                     // evicted); with no tombstone left, how many is unknown.
-                    Err(SnapshotError::UnknownStream { .. }) => match reader.shared.tombstone(c.stream) {
-                        Some((_, high)) if high == c.seq.0 => {
-                            Snapshot::empty(crate::sync::Arc::clone(&reader.shared), c.seq.0, Some(c.stream))
-                        }
+                    Err(SnapshotError::UnknownStream { .. }) => match reader.tombstone(c.stream) {
+                        Some((_, high)) if high == c.seq => reader.empty_snapshot(c.seq, Some(c.stream)),
                         tomb => {
-                            let missing = u64::from(tomb.is_some());
+                            let missing = if tomb.is_some() { Missing::AtLeast(1) } else { Missing::Unknown };
                             return Err(gap_not_covered(&session, cursor, reader.oldest(), missing));
                         }
                     },
@@ -258,7 +278,7 @@ impl Hub {
                 };
                 Ok(Resume { session: Arc::clone(&session), cursor, after, stream: Some(c.stream), snapshot })
             }
-            ResumeTarget::Session => {
+            Target::Session => {
                 // Row 6, migration form.
                 if let Some(u) = first_undelivered_at_or_below(&session, after) {
                     let c = cursor.expect("seq 0 has nothing at or below it");
@@ -288,15 +308,15 @@ fn belongs(session: &Session, c: &EventId) -> bool {
     }
     match reader.stream(c.stream) {
         Some(info) => info.first.0 != 0 && info.first <= c.seq && c.seq <= info.high,
-        None => match reader.shared.tombstone(c.stream) {
-            Some((first, high)) => first != 0 && first <= c.seq.0 && c.seq.0 <= high,
+        None => match reader.tombstone(c.stream) {
+            Some((first, high)) => first.0 != 0 && first <= c.seq && c.seq <= high,
             None => true,
         },
     }
 }
 
 /// `GapNotCovered`, naming `oldest` by its event id when it is retained.
-fn gap_not_covered(session: &Session, cursor: Option<EventId>, oldest: Seq, missing: u64) -> Refusal {
+fn gap_not_covered(session: &Session, cursor: Option<EventId>, oldest: Seq, missing: Missing) -> Refusal {
     let oldest_id = session.reader().stream_of(oldest).map(|s| session.event_id(s, oldest));
     Refusal::GapNotCovered { cursor, oldest, oldest_id, missing }
 }
@@ -307,7 +327,9 @@ fn gap_refusal(session: &Session, cursor: Option<EventId>, e: SnapshotError) -> 
         // A reclaimed stream (stream resumes handle their tombstones first):
         // it ended and every event of it was evicted; how many after the
         // cursor is unknown.
-        SnapshotError::UnknownStream { .. } => gap_not_covered(session, cursor, session.reader().oldest(), 0),
+        SnapshotError::UnknownStream { .. } => {
+            gap_not_covered(session, cursor, session.reader().oldest(), Missing::Unknown)
+        }
         SnapshotError::Ahead { head } => match cursor {
             Some(cursor) => Refusal::CursorAhead { cursor, head },
             None => unreachable!("seq 0 is never ahead"),
@@ -323,7 +345,7 @@ fn gap_refusal(session: &Session, cursor: Option<EventId>, e: SnapshotError) -> 
 /// evidence lies above `c` but the evicted event itself might be below it,
 /// nothing is proven, and the gap check that follows refuses the migration
 /// (the cursor is then below the retained window). Streams whose records
-/// were reclaimed count through [`crate::Reader::reclaimed_undelivered`]: a seq at
+/// were reclaimed count through `Reader::reclaimed_undelivered`: a seq at
 /// or below which one of them had an undelivered event (reported as the
 /// `undelivered` seq, an upper bound of the actual one).
 pub(crate) fn first_undelivered_at_or_below(session: &Session, c: Seq) -> Option<Seq> {

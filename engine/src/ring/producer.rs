@@ -6,12 +6,14 @@
 //! readers if there are any. No lock, no wait, and no StoreLoad fence while
 //! no live cursor has registered a waker (see `barrier.rs`).
 
-use crate::chunk::{Chunk, Slot};
-use crate::event::{Seq, StreamId};
-use crate::ring::{Shared, MAX_SEQ};
-use crate::stream::{StreamHandle, StreamRecord};
+use super::chunk::{Chunk, Slot};
+use super::config::MAX_SEQ;
+use super::reader::Reader;
+use super::shared::{Geometry, Shared};
+use super::stream::{StreamHandle, StreamRecord};
 use crate::sync::{Arc, Ordering};
 use bytes::Bytes;
+use gapless_wire::{Seq, StreamId};
 use std::fmt;
 
 /// Why `publish` refused an event. The ring is unchanged when it does.
@@ -70,7 +72,7 @@ pub struct Producer {
     bytes: usize,
     /// The producer's own references to the chunks overlapping
     /// `oldest ..= head`, indexed like `shared.slots` (chunk `k` at
-    /// `k & slot_mask`), so that finding a seq's chunk is arithmetic. The
+    /// `Geometry::slot_of`), so that finding a seq's chunk is arithmetic. The
     /// chunk of `head` is being written. Wholly evicted chunks are taken out
     /// (and their shared slots cleared).
     held: Box<[Option<Arc<Chunk>>]>,
@@ -100,16 +102,8 @@ impl fmt::Debug for Producer {
 
 impl Producer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        let c = shared.config.chunk_events;
-        let nslots = shared.slots.len();
-        let geo = Geometry {
-            ring_id: shared.id,
-            capacity: shared.config.capacity as u64,
-            byte_budget: shared.config.byte_budget,
-            chunk_events: c,
-            chunk_shift: shared.chunk_shift,
-            slot_mask: shared.slot_mask,
-        };
+        let geo = shared.geo;
+        let (c, nslots) = (geo.chunk_events, geo.slots());
         Producer {
             shared,
             geo,
@@ -130,7 +124,7 @@ impl Producer {
     pub fn open_stream(&mut self) -> StreamHandle {
         self.streams_opened += 1;
         let id = StreamId(self.streams_opened);
-        let rec = Arc::new(StreamRecord::new(id, self.shared.id));
+        let rec = Arc::new(StreamRecord::new(id, self.geo.ring_id));
         let mut dir = self.shared.streams.load_full().map(|d| (*d).clone()).unwrap_or_default();
         // Sweep when the directory has doubled since the last sweep, so the
         // copy-on-write cost stays amortized O(1) per retained record.
@@ -199,7 +193,7 @@ impl Producer {
 
     /// Marks a stream ended and wakes its readers. Idempotent.
     pub fn end_stream(&mut self, stream: &StreamHandle) {
-        if stream.rec.ring_id == self.shared.id {
+        if stream.rec.ring_id == self.geo.ring_id {
             stream.rec.ended.store(true, Ordering::Release);
             self.notify();
         }
@@ -283,8 +277,8 @@ impl Producer {
     }
 
     /// A reader of this ring.
-    pub fn reader(&self) -> crate::Reader {
-        crate::Reader::new(Arc::clone(&self.shared))
+    pub fn reader(&self) -> Reader {
+        Reader::new(Arc::clone(&self.shared))
     }
 
     /// Advances `oldest` so that publishing `seq` with `len` payload bytes
@@ -322,7 +316,7 @@ impl Producer {
         #[cfg(not(gapless_mutant = "late_evict"))]
         self.shared.window.oldest.store(o, Ordering::Release);
         for k in k0..k1 {
-            let i = (k as usize) & self.geo.slot_mask;
+            let i = self.geo.slot_of(k);
             self.shared.slots[i].store(None);
             let mut gone = self.held[i].take().expect("a retained chunk is held");
             // Unique now (no slot, no snapshot or cursor pinning it): keep
@@ -349,7 +343,7 @@ impl Producer {
     /// Starts a new chunk whose first seq is `seq`.
     #[cold]
     fn roll(&mut self, seq: u64) {
-        let c = self.shared.config.chunk_events;
+        let c = self.geo.chunk_events;
         let chunk = match self.spare.take() {
             Some(mut spare) => match Arc::get_mut(&mut spare) {
                 Some(m) => {
@@ -360,12 +354,12 @@ impl Producer {
             },
             None => Arc::new(Chunk::new(seq, c)),
         };
-        let k = self.shared.chunk_no(seq) as usize;
-        debug_assert_eq!(self.shared.cell_idx(seq), 0);
+        let k = self.geo.chunk_no(seq);
+        debug_assert_eq!(self.geo.cell_idx(seq), 0);
         // The slot's previous chunk (k - nslots) is wholly evicted: the
         // window spans at most ceil(cap/C) + 1 <= nslots chunks, and its slot
         // was cleared when it was evicted.
-        let i = k & self.shared.slot_mask;
+        let i = self.geo.slot_of(k);
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.held[i] = Some(chunk);
@@ -382,31 +376,8 @@ impl Producer {
 /// The producer's chunk for retained (or being published) `seq`.
 #[inline]
 fn held<'a>(held: &'a [Option<Arc<Chunk>>], geo: &Geometry, seq: u64) -> &'a Chunk {
-    let i = (geo.chunk_no(seq) as usize) & geo.slot_mask;
+    let i = geo.slot_of(geo.chunk_no(seq));
     held[i].as_deref().expect("a retained seq's chunk is held")
-}
-
-/// The ring's immutable shape, as the producer keeps it.
-#[derive(Clone, Copy, Debug)]
-struct Geometry {
-    ring_id: u64,
-    capacity: u64,
-    byte_budget: usize,
-    chunk_events: usize,
-    chunk_shift: u32,
-    slot_mask: usize,
-}
-
-impl Geometry {
-    #[inline(always)]
-    fn chunk_no(&self, seq: u64) -> u64 {
-        (seq - 1) >> self.chunk_shift
-    }
-
-    #[inline(always)]
-    fn cell_idx(&self, seq: u64) -> usize {
-        ((seq - 1) & ((1u64 << self.chunk_shift) - 1)) as usize
-    }
 }
 
 /// Most records of finished, evicted, not fully delivered streams a ring

@@ -1,85 +1,22 @@
-//! Sessions and the hub that owns them (SPEC §2, §4.1).
-//!
-//! A [`Hub`] creates, finds and deletes [`Session`]s. Each session owns one
-//! ring, a random [`Namespace`] that names this incarnation in every event
-//! id, and a mutex that serializes the session's several writers in front of
-//! its single producer (SPEC §3.1). Readers, coverage checks and snapshots
-//! go through the session's [`Reader`] and never take that mutex.
+//! The hub: creates, finds, expires and deletes sessions (`docs/SPEC.md`
+//! §2, §4.1).
 //!
 //! The hub's map is sharded: a lookup locks one shard for a hash-map probe,
 //! and a publisher holds its `Arc<Session>`, so publishers of different
 //! sessions never wait on each other.
 
-use crate::event_id::{EventId, Namespace};
+use super::lock;
+use super::secret::SessionId;
+use super::session::Session;
+use super::ticket::TicketIndex;
 use crate::ring::{ring, ConfigError, RingConfig};
-use crate::stream::StreamHandle;
-use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
-use crate::ticket::TicketBook;
-use crate::{Producer, PublishError, Reader, Seq, StreamId};
-use bytes::Bytes;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A session id: 128 bits from the OS CSPRNG, written as 32 lowercase hex
-/// digits (URL-safe, fits `Mcp-Session-Id`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SessionId([u8; 16]);
-
-impl SessionId {
-    /// A fresh random id.
-    pub fn random() -> Self {
-        let mut b = [0u8; 16];
-        getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
-        SessionId(b)
-    }
-
-    /// Parses the 32-hex-digit form; anything else is `None` (an id we
-    /// could never have issued).
-    pub fn parse(s: &str) -> Option<Self> {
-        parse_hex16(s).map(SessionId)
-    }
-}
-
-/// 32 lowercase hex digits to 16 bytes (session ids, tickets).
-pub(crate) fn parse_hex16(s: &str) -> Option<[u8; 16]> {
-    let s = s.as_bytes();
-    if s.len() != 32 {
-        return None;
-    }
-    let mut b = [0u8; 16];
-    for (i, pair) in s.chunks_exact(2).enumerate() {
-        b[i] = hex_val(pair[0])? << 4 | hex_val(pair[1])?;
-    }
-    Some(b)
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Session ids are bearer secrets: never print them whole.
-        write!(f, "SessionId({:02x}{:02x}…)", self.0[0], self.0[1])
-    }
-}
-
-/// Hub limits; every field has the SPEC §5 default.
+/// Hub limits; every field has the `docs/SPEC.md` §5 default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HubConfig {
     /// Each session's ring.
@@ -150,7 +87,7 @@ pub struct Hub {
     count: AtomicUsize,
     config: HubConfig,
     epoch: Instant,
-    pub(crate) tickets: crate::ticket::TicketIndex,
+    pub(crate) tickets: TicketIndex,
 }
 
 impl fmt::Debug for Hub {
@@ -169,7 +106,7 @@ impl Hub {
             count: AtomicUsize::new(0),
             config,
             epoch: Instant::now(),
-            tickets: crate::ticket::TicketIndex::default(),
+            tickets: TicketIndex::default(),
         })
     }
 
@@ -189,7 +126,7 @@ impl Hub {
     }
 
     fn shard(&self, id: &SessionId) -> &Shard {
-        &self.shards[id.0[0] as usize % SHARDS]
+        &self.shards[id.0.first_byte() as usize % SHARDS]
     }
 
     pub(crate) fn now_ms(&self) -> u64 {
@@ -300,12 +237,17 @@ impl Hub {
     }
 
     /// Marks activity on a session (a request arrived), resetting its idle clock.
+    // Hidden: transport bookkeeping (gapless-server calls it per request).
+    #[doc(hidden)]
     pub fn touch(&self, s: &Session) {
         s.last_active.store(self.now_ms(), Ordering::Release);
     }
 
     /// Counts an open connection on `s` until the guard drops; a session
     /// with an open connection never expires.
+    // Hidden: transport bookkeeping (gapless-server holds one guard per open
+    // SSE response or socket).
+    #[doc(hidden)]
     pub fn connect(self: &Arc<Self>, s: &Arc<Session>) -> ConnectionGuard {
         s.connections.fetch_add(1, Ordering::AcqRel);
         self.touch(s);
@@ -313,7 +255,8 @@ impl Hub {
     }
 }
 
-/// Keeps a session from expiring while a connection is open.
+/// Keeps a session from expiring while a connection is open (see
+/// `Hub::connect`).
 #[derive(Debug)]
 pub struct ConnectionGuard {
     hub: Arc<Hub>,
@@ -324,165 +267,5 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.hub.touch(&self.session);
         self.session.connections.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// One MCP session: a ring, its namespace, its writers' mutex.
-pub struct Session {
-    id: SessionId,
-    ns: Namespace,
-    owner: Option<String>,
-    /// The single producer, behind the per-session writer lock (SPEC §3.1).
-    /// Taken only to publish, open or end a stream.
-    writer: Mutex<Option<Producer>>,
-    reader: Reader,
-    standalone: StreamHandle,
-    /// Millis since the hub's epoch of the last request or connection end.
-    last_active: AtomicU64,
-    /// Open connections (SSE streams, sockets).
-    connections: AtomicUsize,
-    /// Set once when the session migrates to a WebSocket.
-    migrated: AtomicBool,
-    /// Set once when the session is closed (deleted or expired).
-    closed: AtomicBool,
-    pub(crate) tickets: TicketBook,
-    #[cfg(feature = "tokio")]
-    pub(crate) pace: crate::facade::PaceTable,
-}
-
-impl fmt::Debug for Session {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Session").field("id", &self.id).field("ns", &self.ns).finish_non_exhaustive()
-    }
-}
-
-/// Publishing on a session failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionPublishError {
-    /// The ring refused the event.
-    Publish(PublishError),
-    /// The session was deleted or expired.
-    Closed,
-}
-
-impl fmt::Display for SessionPublishError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SessionPublishError::Publish(e) => e.fmt(f),
-            SessionPublishError::Closed => f.write_str("session is closed"),
-        }
-    }
-}
-
-impl std::error::Error for SessionPublishError {}
-
-impl From<PublishError> for SessionPublishError {
-    fn from(e: PublishError) -> Self {
-        SessionPublishError::Publish(e)
-    }
-}
-
-impl Session {
-    fn new(id: SessionId, owner: Option<&str>, mut producer: Producer, reader: Reader, now: u64) -> Self {
-        let standalone = producer.open_stream();
-        Session {
-            id,
-            ns: Namespace::random(),
-            owner: owner.map(str::to_owned),
-            writer: Mutex::new(Some(producer)),
-            reader,
-            standalone,
-            last_active: AtomicU64::new(now),
-            connections: AtomicUsize::new(0),
-            migrated: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
-            tickets: TicketBook::default(),
-            #[cfg(feature = "tokio")]
-            pace: Default::default(),
-        }
-    }
-
-    /// The session id.
-    pub fn id(&self) -> SessionId {
-        self.id
-    }
-
-    /// The namespace of this incarnation (part of every event id).
-    pub fn namespace(&self) -> Namespace {
-        self.ns
-    }
-
-    /// A reader of the session's ring (lock-free).
-    pub fn reader(&self) -> &Reader {
-        &self.reader
-    }
-
-    /// The standalone (GET) stream.
-    pub fn standalone(&self) -> &StreamHandle {
-        &self.standalone
-    }
-
-    /// The wire event id of `seq` on `stream`.
-    pub fn event_id(&self, stream: StreamId, seq: Seq) -> EventId {
-        EventId { ns: self.ns, stream, seq }
-    }
-
-    /// Whether the session was deleted (or expired).
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
-    /// Whether the session migrated to a WebSocket.
-    pub fn is_migrated(&self) -> bool {
-        self.migrated.load(Ordering::Acquire)
-    }
-
-    /// Marks the session migrated (its SSE streams are over).
-    pub fn set_migrated(&self) {
-        self.migrated.store(true, Ordering::Release);
-    }
-
-    fn with_writer<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> Result<R, SessionPublishError> {
-        let mut w = lock(&self.writer);
-        w.as_mut().map(f).ok_or(SessionPublishError::Closed)
-    }
-
-    /// Opens a stream (e.g. for one POST request).
-    pub fn open_stream(&self) -> Result<StreamHandle, SessionPublishError> {
-        self.with_writer(|p| p.open_stream())
-    }
-
-    /// Publishes on `stream`; serialized with the session's other writers.
-    pub fn publish(&self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, SessionPublishError> {
-        self.with_writer(|p| p.publish(stream, payload))?.map_err(Into::into)
-    }
-
-    /// Ends `stream` (its followers finish after its last event).
-    pub fn end_stream(&self, stream: &StreamHandle) -> Result<(), SessionPublishError> {
-        self.with_writer(|p| p.end_stream(stream))?;
-        #[cfg(feature = "tokio")]
-        self.pace.forget(stream.id());
-        Ok(())
-    }
-
-    /// Closes the session: drops the producer (followers of the whole ring
-    /// see `End`, stream followers too once their stream is ended) and ends
-    /// every stream.
-    pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        let producer = lock(&self.writer).take();
-        if let Some(mut p) = producer {
-            for info in self.reader.streams() {
-                if !info.ended {
-                    if let Some(h) = p.handle(info.id) {
-                        p.end_stream(&h);
-                    }
-                }
-            }
-            drop(p);
-        }
-        self.tickets.clear();
-        #[cfg(feature = "tokio")]
-        self.pace.wake_all();
     }
 }

@@ -1,25 +1,24 @@
-//! The async facade (feature `tokio`): subscriptions that replay a pinned
-//! gap and then follow the ring live, and paced publishing (SPEC §3.8).
+//! The async layer (feature `tokio`): subscriptions that replay a pinned
+//! gap and then follow the ring live, each once, in seq order.
 //!
 //! Waking costs the producer nothing while nobody waits: a subscriber that
-//! finds nothing new registers its waker ([`Cursor::register`]: push it,
-//! raise the ring's waiting flag, fence, re-check `head`); the producer,
-//! after storing `head`, looks at the flag only if some live cursor has
-//! registered, and takes the waker list's lock only if the flag is up. A
-//! publish into a session nobody subscribes to pays no fence at all (see the
-//! crate docs, "Publish protocol").
+//! finds nothing new registers its waker (push it, raise the ring's waiting
+//! flag, fence, re-check `head`); the producer, after storing `head`, looks
+//! at the flag only if some live cursor has registered, and takes the waker
+//! list's lock only if the flag is up. A publish into a session nobody
+//! subscribes to pays no fence at all (see [`crate::ring`](mod@crate::ring), "Wake").
+//!
+//! A subscription made through a session ([`Session::subscribe_stream`],
+//! [`Resume::into_subscription`], [`Migration::into_subscription`]) attaches
+//! to the session's pacing gate, so that a paced publish
+//! ([`Session::publish_paced`]) waits for it. This layer adds those methods
+//! to the session layer's types; nothing below imports it.
 
-use crate::batch::Batch;
-use crate::reader::{Cursor, Lagged, Next, NextBatch, Staged};
-use crate::resume::Resume;
-use crate::session::Session;
-use crate::sync::{lock, Mutex};
-use crate::ticket::Migration;
-use crate::{Event, Reader, Seq, SessionPublishError, Snapshot, SnapshotError, StreamHandle, StreamId};
-use bytes::Bytes;
-use std::collections::HashMap;
+use crate::ring::{Batch, Cursor, Event, Lagged, Next, NextBatch, Reader, Snapshot, SnapshotError, Staged};
+use crate::session::{Migration, PaceGate, Resume, Session};
+use gapless_wire::{Seq, StreamId};
 use std::future::poll_fn;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -44,6 +43,23 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// Subscribes to every event of `reader`'s ring after `after`: replay,
+    /// then live. Not attached to any pacing gate.
+    pub fn after(reader: &Reader, after: Seq) -> Result<Subscription, SnapshotError> {
+        Ok(Subscription::new(reader, reader.snapshot(after)?))
+    }
+
+    /// Subscribes to the events of `stream` after `after`: replay, then
+    /// live; ends after the stream's last event once it ended. Not attached
+    /// to any pacing gate (see [`Session::subscribe_stream`] for that).
+    pub fn stream_after(
+        reader: &Reader,
+        stream: StreamId,
+        after: Seq,
+    ) -> Result<Subscription, SnapshotError> {
+        Ok(Subscription::new(reader, reader.snapshot_stream(stream, after)?))
+    }
+
     /// A subscription that yields `snapshot`'s events, then continues live
     /// from the seq after the snapshot's range.
     pub fn new(reader: &Reader, snapshot: Snapshot) -> Self {
@@ -268,19 +284,6 @@ fn ended_cursor(reader: &Reader, next: Seq) -> Cursor {
     c
 }
 
-impl Reader {
-    /// Subscribes to every event after `after`: replay, then live.
-    pub fn subscribe(&self, after: Seq) -> Result<Subscription, SnapshotError> {
-        Ok(Subscription::new(self, self.snapshot(after)?))
-    }
-
-    /// Subscribes to the events of `stream` after `after`: replay, then
-    /// live; ends after the stream's last event once it ended.
-    pub fn subscribe_stream(&self, stream: StreamId, after: Seq) -> Result<Subscription, SnapshotError> {
-        Ok(Subscription::new(self, self.snapshot_stream(stream, after)?))
-    }
-}
-
 impl Resume {
     /// Replays the granted gap, then follows the same target live.
     pub fn into_subscription(self) -> Subscription {
@@ -315,95 +318,6 @@ fn session_subscription(session: &Session, snapshot: Snapshot) -> Subscription {
     sub
 }
 
-/// Pacing state of a stream (or of the whole session): the attached
-/// readers' progress.
-#[derive(Debug, Default)]
-pub(crate) struct PaceGate {
-    /// Attached subscriptions.
-    attached: AtomicUsize,
-    /// `index_in_stream` of the last event an attached subscription took
-    /// (its seq, for the session's gate).
-    consumed: AtomicU64,
-    /// Paced publishers about to sleep or sleeping on this gate (several can:
-    /// every stream's publishers share the session's gate).
-    producers_waiting: AtomicUsize,
-    notify: tokio::sync::Notify,
-}
-
-/// The session's pacing gates, by stream, and the gate of whole-session
-/// subscriptions (a WebSocket after migration).
-#[derive(Debug, Default)]
-pub(crate) struct PaceTable {
-    gates: Mutex<HashMap<StreamId, Arc<PaceGate>>>,
-    session: Arc<PaceGate>,
-}
-
-impl PaceTable {
-    /// Attaches a whole-session subscription that has taken every event up
-    /// to seq `consumed`.
-    fn attach_session(&self, consumed: u64) -> Arc<PaceGate> {
-        self.session.consumed.fetch_max(consumed, SeqCst);
-        self.session.attached.fetch_add(1, SeqCst);
-        Arc::clone(&self.session)
-    }
-
-    /// The gate of `stream`, created on first use.
-    fn gate(&self, stream: StreamId) -> Arc<PaceGate> {
-        Arc::clone(lock(&self.gates).entry(stream).or_default())
-    }
-
-    /// Attaches a subscription that has already taken the stream's events
-    /// up to position `consumed`; `None` if the stream has ended (nothing
-    /// more can be published on it, so there is nothing to pace).
-    fn attach(&self, session: &Session, stream: StreamId, consumed: u64) -> Option<Arc<PaceGate>> {
-        let ended = || session.reader().stream(stream).map_or(true, |i| i.ended);
-        if ended() {
-            return None;
-        }
-        let g = self.gate(stream);
-        g.consumed.fetch_max(consumed, SeqCst);
-        g.attached.fetch_add(1, SeqCst);
-        // Ending a stream marks it ended, then forgets its gate. If that
-        // forgetting ran before our insert, we see the mark now and forget
-        // the gate ourselves, so the table never keeps an ended stream.
-        if ended() {
-            self.forget(stream);
-        }
-        Some(g)
-    }
-
-    /// Forgets an ended stream's gate (holders keep their `Arc`), so the
-    /// table holds only streams that can still be published on.
-    pub(crate) fn forget(&self, stream: StreamId) {
-        if let Some(g) = lock(&self.gates).remove(&stream) {
-            g.notify.notify_waiters();
-        }
-    }
-
-    /// Wakes every waiting paced publisher (the session closed).
-    pub(crate) fn wake_all(&self) {
-        for g in lock(&self.gates).values() {
-            g.notify.notify_waiters();
-        }
-        self.session.notify.notify_waiters();
-    }
-}
-
-/// A stream's pacing handle: look it up once, publish through it many
-/// times without touching the session's gate table.
-#[derive(Debug, Clone)]
-pub struct Pacer {
-    gate: Arc<PaceGate>,
-    stream: StreamHandle,
-}
-
-impl Pacer {
-    /// The stream it publishes on.
-    pub fn stream(&self) -> &StreamHandle {
-        &self.stream
-    }
-}
-
 /// Stream position the subscriber has taken before the snapshot's first
 /// event (all of the stream's events so far when the snapshot is empty).
 fn replay_start(session: &Session, snapshot: &Snapshot) -> u64 {
@@ -422,68 +336,6 @@ impl Session {
         let mut sub = Subscription::new(self.reader(), snapshot);
         sub.gate = self.pace.attach(self, stream, consumed);
         Ok(sub)
-    }
-
-    /// The pacing handle of `stream` (see [`Session::publish_paced_with`]).
-    pub fn pacer(&self, stream: &StreamHandle) -> Pacer {
-        Pacer { gate: self.pace.gate(stream.id()), stream: stream.clone() }
-    }
-
-    /// Publishes on `stream`, first waiting (asynchronously) while a
-    /// subscriber attached to it has `high_water` or more of the stream's
-    /// events unread, so that it never lags by more than `high_water`
-    /// (at least 1). Never waits when none is attached; the wait ends when
-    /// the subscriber catches up or detaches, or the session closes.
-    pub async fn publish_paced(
-        &self,
-        stream: &StreamHandle,
-        payload: Bytes,
-        high_water: u64,
-    ) -> Result<Seq, SessionPublishError> {
-        self.publish_paced_with(&self.pacer(stream), payload, high_water).await
-    }
-
-    /// [`Session::publish_paced`] through a [`Pacer`] obtained once: with no
-    /// attached subscriber this costs one atomic load beyond a plain publish.
-    pub async fn publish_paced_with(
-        &self,
-        pacer: &Pacer,
-        payload: Bytes,
-        high_water: u64,
-    ) -> Result<Seq, SessionPublishError> {
-        let (gate, stream) = (&*pacer.gate, &pacer.stream);
-        let session_gate = &*self.pace.session;
-        let high_water = high_water.max(1);
-        // The stream's attached reader, or a whole-session one, lags.
-        let stream_lags = || {
-            gate.attached.load(SeqCst) > 0
-                && stream.published().saturating_sub(gate.consumed.load(SeqCst)) >= high_water
-        };
-        let session_lags = || {
-            session_gate.attached.load(SeqCst) > 0
-                && self.reader().head().0.saturating_sub(session_gate.consumed.load(SeqCst)) >= high_water
-        };
-        loop {
-            let (g, lags): (&PaceGate, &dyn Fn() -> bool) = if stream_lags() {
-                (gate, &stream_lags)
-            } else if session_lags() {
-                (session_gate, &session_lags)
-            } else {
-                break;
-            };
-            if self.is_closed() {
-                break;
-            }
-            let notified = g.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            g.producers_waiting.fetch_add(1, SeqCst);
-            if lags() && !self.is_closed() {
-                notified.await;
-            }
-            g.producers_waiting.fetch_sub(1, SeqCst);
-        }
-        self.publish(stream, payload)
     }
 }
 
@@ -505,7 +357,7 @@ mod tests {
         let sub_live = s.subscribe_stream(live.id(), Seq(0)).unwrap();
         assert!(sub_live.gate.is_some());
         s.end_stream(&done).unwrap();
-        let gates = || crate::sync::lock(&s.pace.gates).len();
+        let gates = || crate::session::lock(&s.pace.gates).len();
         assert_eq!(gates(), 1, "only the live stream's gate");
         let late: Vec<_> = (0..10).map(|_| s.subscribe_stream(done.id(), Seq(0)).unwrap()).collect();
         assert!(late.iter().all(|l| l.gate.is_none()));

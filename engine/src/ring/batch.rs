@@ -1,8 +1,9 @@
 //! Borrowed batches: consecutive events of one chunk, handed out at once by
-//! a [`Cursor`](crate::Cursor) or a `Subscription`.
+//! a [`Cursor`](super::Cursor) or a `Subscription`.
 
-use crate::chunk::Chunk;
-use crate::event::{EventRef, Seq, StreamId};
+use super::chunk::Chunk;
+use super::event::EventRef;
+use gapless_wire::{Seq, StreamId};
 use std::fmt;
 
 /// Events `from ..= to` of one chunk (only those of one stream, for a stream

@@ -1,19 +1,22 @@
-//! Readers: cloneable handles that look at a ring without ever blocking it.
+//! Cursors: one follower's reading position, event by event or a chunk's
+//! batch at a time, with the waker registration of the wake-up protocol.
 //!
-//! Read protocol for seq `s`: load `head` (Acquire); `s > head` means not yet
-//! published. Load `oldest` (Acquire); `s < oldest` means evicted, an
-//! explicit error. Otherwise take the chunk for `s` from its slot (or the
-//! cursor's cached one), check its `first`, and read the cell: it was written
-//! before the head store we acquired and is never rewritten while the chunk
-//! is alive.
+//! Read protocol for seq `s` (the module docs draw it): load `head`
+//! (Acquire); `s > head` means not yet published. Load `oldest` (Acquire);
+//! `s < oldest` means evicted, an explicit error. Otherwise take the chunk
+//! for `s` from its slot (or the cursor's cached one), check its `first`,
+//! and read the cell: it was written before the head store we acquired and
+//! is never rewritten while the chunk is shared.
 
-use crate::barrier;
-use crate::batch::Batch;
-use crate::chunk::Chunk;
-use crate::event::{Event, Seq, StreamId};
-use crate::ring::Shared;
-use crate::stream::{StreamInfo, StreamRecord};
+use super::barrier;
+use super::batch::Batch;
+use super::chunk::Chunk;
+use super::event::Event;
+use super::reader::Reader;
+use super::shared::Shared;
+use super::stream::StreamRecord;
 use crate::sync::{fence, lock, Arc, Ordering};
+use gapless_wire::{Seq, StreamId};
 use std::fmt;
 use std::task::Waker;
 
@@ -50,20 +53,6 @@ pub enum NextBatch<'a> {
     End,
 }
 
-/// A handle for reading a ring: coverage checks, snapshots, cursors, stream
-/// bookkeeping. Clone freely; readers never block the producer or each
-/// other.
-#[derive(Clone)]
-pub struct Reader {
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl fmt::Debug for Reader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Reader").field("ring", &self.shared).finish()
-    }
-}
-
 /// A reader fell behind eviction: the event it needed next is gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lagged {
@@ -93,119 +82,6 @@ pub enum Next {
     End,
 }
 
-impl Reader {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Reader { shared }
-    }
-
-    /// Seq of the newest published event (`Seq(0)` before the first).
-    #[inline]
-    pub fn head(&self) -> Seq {
-        Seq(self.shared.head())
-    }
-
-    /// Oldest retained seq (`head + 1` when nothing is retained).
-    #[inline]
-    pub fn oldest(&self) -> Seq {
-        Seq(self.shared.oldest())
-    }
-
-    /// Whether the producer has been dropped (no more events will come).
-    pub fn is_closed(&self) -> bool {
-        self.shared.closed.load(Ordering::Acquire)
-    }
-
-    /// The smallest high-water seq among reclaimed stream records that had
-    /// undelivered events, if any: an undelivered event lies at or below it.
-    pub fn reclaimed_undelivered(&self) -> Option<Seq> {
-        let v = self.shared.reclaimed_undelivered.load(Ordering::Acquire);
-        (v != u64::MAX).then_some(Seq(v))
-    }
-
-    /// How many streams were opened (stream ids are `1..=` this).
-    pub fn streams_opened(&self) -> u64 {
-        self.shared.streams_opened.load(Ordering::Acquire)
-    }
-
-    /// The bookkeeping of a stream, or `None` if it was never opened or its
-    /// record was reclaimed (it ended and all its events were evicted).
-    pub fn stream(&self, id: StreamId) -> Option<StreamInfo> {
-        self.shared.stream(id).map(|r| r.info())
-    }
-
-    /// A handle to stream `id` (to mark deliveries or read its bookkeeping),
-    /// if its record is kept. Publishing through it still needs the producer.
-    pub fn handle(&self, id: StreamId) -> Option<crate::StreamHandle> {
-        self.shared.stream(id).map(|rec| crate::StreamHandle { rec })
-    }
-
-    /// The bookkeeping of every stream whose record is kept, in id order.
-    pub fn streams(&self) -> Vec<StreamInfo> {
-        let mut v: Vec<StreamInfo> = self
-            .shared
-            .streams
-            .load_full()
-            .map(|d| d.values().map(|r| r.info()).collect())
-            .unwrap_or_default();
-        v.sort_by_key(|i| i.id);
-        v
-    }
-
-    /// Records that the transport delivered `event` on its stream (every
-    /// earlier event of that stream counts as delivered too). Returns `false`
-    /// if the stream's record is gone.
-    pub fn mark_delivered(&self, event: &Event) -> bool {
-        match self.shared.stream(event.stream) {
-            Some(r) => {
-                r.mark_delivered(event.seq.0, event.index_in_stream);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The stream retained event `seq` belongs to, or `None` if `seq` is not
-    /// retained (never published, or evicted).
-    pub fn stream_of(&self, seq: Seq) -> Option<StreamId> {
-        let sh = &self.shared;
-        if seq.0 == 0 || seq.0 > sh.head() || seq.0 < sh.oldest() {
-            return None;
-        }
-        let chunk = sh.chunk_for(seq.0)?;
-        // SAFETY: `seq <= head` (Acquire) so the cell is written and visible;
-        // `chunk` keeps it alive.
-        Some(unsafe { chunk.get(sh.cell_idx(seq.0)) }.stream)
-    }
-
-    /// A cursor that yields every event from `next` on, in seq order.
-    pub fn cursor(&self, next: Seq) -> Cursor {
-        Cursor {
-            shared: Arc::clone(&self.shared),
-            next: next.0.max(1),
-            chunk: None,
-            stream: None,
-            seen_head: 0,
-            gone: false,
-            registrant: false,
-        }
-    }
-
-    /// A cursor that yields the events of `stream` from `next` on, and ends
-    /// after the stream's last event once the stream has ended.
-    pub fn stream_cursor(&self, stream: StreamId, next: Seq) -> Option<Cursor> {
-        let rec = self.shared.stream(stream)?;
-        Some(Cursor {
-            shared: Arc::clone(&self.shared),
-            next: next.0.max(1),
-            chunk: None,
-            stream: Some(rec),
-            seen_head: 0,
-            gone: false,
-            registrant: false,
-        })
-    }
-}
-
 /// A reading position in a ring. Not shared: each follower owns one.
 pub struct Cursor {
     shared: Arc<Shared>,
@@ -222,6 +98,21 @@ pub struct Cursor {
     gone: bool,
     /// Counted in `Shared::registrants` (since its first `register`).
     registrant: bool,
+}
+
+impl Cursor {
+    /// A cursor at `next` (at least 1), following `stream` only if given.
+    pub(super) fn new(shared: Arc<Shared>, next: Seq, stream: Option<Arc<StreamRecord>>) -> Self {
+        Cursor {
+            shared,
+            next: next.0.max(1),
+            chunk: None,
+            stream,
+            seen_head: 0,
+            gone: false,
+            registrant: false,
+        }
+    }
 }
 
 impl fmt::Debug for Cursor {
@@ -257,7 +148,7 @@ impl Cursor {
             // SAFETY: `locate` saw next <= head (Acquire), so the cell is
             // written and the write is visible; the cached chunk is alive and
             // is chunk `chunk_no(next)` (checked `first`).
-            let slot = unsafe { chunk.get(self.shared.cell_idx(self.next)) };
+            let slot = unsafe { chunk.get(self.shared.geo.cell_idx(self.next)) };
             let seq = self.next;
             self.next += 1;
             if let Some(r) = &self.stream {
@@ -358,7 +249,7 @@ impl Cursor {
                 }
                 return Err(Lagged { wanted: Seq(self.next), oldest: Seq(oldest) });
             }
-            let k_first = (sh.chunk_no(self.next) << sh.chunk_shift) + 1;
+            let k_first = sh.geo.chunk_first(sh.geo.chunk_no(self.next));
             if self.chunk.as_ref().map(|c| c.first) != Some(k_first) {
                 self.chunk = sh.chunk_for(self.next);
                 if self.chunk.is_none() {
@@ -395,6 +286,10 @@ impl Cursor {
     /// `Pending`: call `try_next` again instead of sleeping. After `true`,
     /// call `try_next` once more before sleeping (a stream may have ended in
     /// between).
+    // Hidden: the reader's half of the wake-up protocol. The async layer
+    // (`Subscription`) is the way to wait; this is public only for the loom
+    // models, which drive the protocol by hand.
+    #[doc(hidden)]
     pub fn register(&mut self, waker: &Waker) -> bool {
         let sh = &*self.shared;
         if !self.registrant {
@@ -449,7 +344,7 @@ fn skip_others_evicted(
     chunk: &mut Option<Arc<Chunk>>,
 ) -> bool {
     let Some(r) = stream else { return false };
-    let reader = Reader { shared: Arc::clone(shared) };
+    let reader = Reader::new(Arc::clone(shared));
     match reader.snapshot_stream(r.id, Seq(*next - 1)) {
         // The proof starts past `next` (at the oldest retained seq): move
         // there. A proof starting at `next` itself cannot happen (`next` is

@@ -1,8 +1,9 @@
-//! Per-stream bookkeeping (SPEC §3.6): which events belong to a stream, its
+//! Per-stream bookkeeping (`docs/SPEC.md` §3.6): which events belong to a stream, its
 //! high-water seq, what of it was delivered, and whether it has ended.
 
-use crate::event::{Event, Seq, StreamId};
+use super::event::Event;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+use gapless_wire::{Seq, StreamId};
 
 /// The shared record of one stream.
 #[derive(Debug)]
@@ -90,7 +91,7 @@ impl StreamHandle {
         self.rec.published.load(Ordering::Acquire)
     }
 
-    /// Records that the transport delivered `event` (SPEC §2, "delivered"):
+    /// Records that the transport delivered `event` (`docs/SPEC.md` §2, "delivered"):
     /// every event of this stream up to it now counts as delivered. Events of
     /// other streams are ignored (returns `false`).
     pub fn mark_delivered(&self, event: &Event) -> bool {

@@ -1,12 +1,61 @@
-//! Zero-copy, pinning snapshots of a ring's events (SPEC §3.5).
+//! Zero-copy, pinning snapshots of a ring's events (`docs/SPEC.md` §3.5).
 
-use crate::batch::Batch;
-use crate::chunk::Chunk;
-use crate::event::{EventRef, Seq, StreamId};
-use crate::reader::Reader;
-use crate::ring::Shared;
+use super::batch::Batch;
+use super::chunk::Chunk;
+use super::event::EventRef;
+use super::shared::Shared;
+use super::stream::StreamRecord;
 use crate::sync::Arc;
+use gapless_wire::{Seq, StreamId};
 use std::fmt;
+
+/// How many events of a refused gap are gone, and how well that is known.
+///
+/// On the wire (`"missing"` in a `gap_not_covered` body) it is the number
+/// [`Missing::count`]: `n` for `Exact(n)` and `AtLeast(n)`, 0 for `Unknown`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Exactly this many (a whole-session gap; a stream gap whose cursor is
+    /// the stream's delivered mark, unless a delivery is being recorded at
+    /// that moment).
+    Exact(u64),
+    /// At least this many, at least 1: a stream gap whose cursor is below or
+    /// above the stream's delivered mark (its position in the stream is then
+    /// unknown), or a stream whose record was reclaimed with its tombstone
+    /// kept.
+    AtLeast(u64),
+    /// How many cannot be told: a reclaimed stream whose tombstone was
+    /// dropped too (the newest 256 per ring are kept). Even 0 is possible
+    /// then: a cursor at the stream's last event, which deserved an empty
+    /// resume, looks the same.
+    Unknown,
+}
+
+impl Missing {
+    /// The number a refusal reports: the exact count, the lower bound, or 0
+    /// when unknown.
+    pub fn count(self) -> u64 {
+        match self {
+            Missing::Exact(n) | Missing::AtLeast(n) => n,
+            Missing::Unknown => 0,
+        }
+    }
+
+    /// Whether [`Missing::count`] is exact.
+    pub fn is_exact(self) -> bool {
+        matches!(self, Missing::Exact(_))
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::Exact(n) => write!(f, "{n}"),
+            Missing::AtLeast(n) => write!(f, "at least {n}"),
+            Missing::Unknown => f.write_str("an unknown number of"),
+        }
+    }
+}
 
 /// Why a snapshot could not be taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,11 +66,11 @@ pub enum SnapshotError {
         wanted: Seq,
         /// The oldest retained seq when it was found missing.
         oldest: Seq,
-        /// How many events of the requested target are gone. For a whole-ring
-        /// snapshot it is exact (`oldest - wanted`); for a stream snapshot it
-        /// is exact when the cursor is the stream's delivered mark and
-        /// otherwise a lower bound (at least 1) — never an overcount.
-        missing: u64,
+        /// How many events of the requested target are gone: exact for a
+        /// whole-ring snapshot (`oldest - wanted`); for a stream snapshot
+        /// exact when the cursor is the stream's delivered mark, otherwise a
+        /// lower bound (at least 1). Never an overcount.
+        missing: Missing,
     },
     /// The cursor is past the newest event.
     Ahead {
@@ -90,10 +139,10 @@ impl Snapshot {
     /// head `>= to` with Acquire).
     pub(crate) fn pin(shared: &Arc<Shared>, from: u64, to: u64, filter: Option<StreamId>) -> Option<Self> {
         debug_assert!(from >= 1 && from <= to);
-        let (k0, k1) = (shared.chunk_no(from), shared.chunk_no(to));
+        let (k0, k1) = (shared.geo.chunk_no(from), shared.geo.chunk_no(to));
         let mut chunks = Vec::with_capacity((k1 - k0 + 1) as usize);
         for k in k0..=k1 {
-            chunks.push(shared.chunk_for((k << shared.chunk_shift) + 1)?);
+            chunks.push(shared.chunk_for(shared.geo.chunk_first(k))?);
         }
         let mut s =
             Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };
@@ -158,7 +207,7 @@ impl Snapshot {
     /// Reads `seq` (within `from ..= to`).
     #[inline(always)]
     pub(crate) fn get(&self, seq: u64) -> EventRef<'_> {
-        let sh = &self.shared;
+        let sh = &self.shared.geo;
         let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
         // SAFETY: `seq` is within the pinned range; `pin`'s caller observed a
         // head >= `to` with Acquire, so the cell was written and that write
@@ -173,7 +222,7 @@ impl Snapshot {
     }
 
     pub(crate) fn prev_in_stream(&self, seq: u64) -> u64 {
-        let sh = &self.shared;
+        let sh = &self.shared.geo;
         let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
         // SAFETY: as in `get`.
         unsafe { chunk.get(sh.cell_idx(seq)) }.prev_in_stream
@@ -190,14 +239,15 @@ impl Snapshot {
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn batch_range_from(&self, seq: u64) -> Option<(u64, u64)> {
         let from = self.next_from(seq)?.seq.0;
-        let chunk_end = (self.shared.chunk_no(from) + 1) << self.shared.chunk_shift;
+        let geo = &self.shared.geo;
+        let chunk_end = geo.chunk_first(geo.chunk_no(from) + 1) - 1;
         Some((from, self.to.min(chunk_end)))
     }
 
     /// The batch `from ..= to` (a range from `batch_range_from`).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn batch(&self, from: u64, to: u64) -> Batch<'_> {
-        let sh = &self.shared;
+        let sh = &self.shared.geo;
         assert!(self.from <= from && from <= to && to <= self.to && sh.chunk_no(from) == sh.chunk_no(to));
         let chunk = &self.chunks[(sh.chunk_no(from) - sh.chunk_no(self.from)) as usize];
         // SAFETY: `from ..= to` lies within the pinned range (asserted), so
@@ -252,9 +302,9 @@ impl<'a> Iterator for SnapshotIter<'a> {
         if seq > snap.to {
             return acc;
         }
-        let sh = &snap.shared;
+        let sh = &snap.shared.geo;
         let k0 = (sh.chunk_no(seq) - sh.chunk_no(snap.from)) as usize;
-        let c = 1usize << sh.chunk_shift;
+        let c = sh.chunk_events;
         for chunk in &snap.chunks[k0..] {
             let a = sh.cell_idx(seq);
             let n = ((snap.to - seq + 1) as usize).min(c - a);
@@ -290,82 +340,6 @@ impl<'a> Iterator for SnapshotIter<'a> {
     }
 }
 
-impl Reader {
-    /// Pins every event after `after` (the whole ring's gap for that cursor).
-    /// The snapshot stays valid however far the ring moves on.
-    pub fn snapshot(&self, after: Seq) -> Result<Snapshot, SnapshotError> {
-        let sh = &self.shared;
-        let head = sh.head();
-        if after.0 > head {
-            return Err(SnapshotError::Ahead { head: Seq(head) });
-        }
-        let evicted = |oldest: u64| SnapshotError::Evicted {
-            wanted: Seq(after.0 + 1),
-            oldest: Seq(oldest),
-            missing: oldest - 1 - after.0,
-        };
-        let oldest = sh.oldest();
-        if after.0 + 1 < oldest {
-            return Err(evicted(oldest));
-        }
-        if after.0 == head {
-            return Ok(Snapshot::empty(Arc::clone(sh), after.0, None));
-        }
-        // A chunk can only be missing if the producer evicted it after our
-        // `oldest` load; it stored the new `oldest` before clearing the slot.
-        Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| evicted(sh.oldest()))
-    }
-
-    /// Pins every event of `stream` after `after` (a per-stream resume's
-    /// gap). Events of the stream that were evicted make it fail; evicted
-    /// events of *other* streams do not matter.
-    pub fn snapshot_stream(&self, stream: StreamId, after: Seq) -> Result<Snapshot, SnapshotError> {
-        let sh = &self.shared;
-        let rec = sh.stream(stream).ok_or(SnapshotError::UnknownStream { stream })?;
-        // Cells up to `hi` are written and visible once we read `hi` with
-        // Acquire (the producer writes the cell, then `high`), so `to` may
-        // exceed the head we read.
-        let hi = rec.high.load(crate::sync::Ordering::Acquire);
-        let to = sh.head().max(hi);
-        if after.0 > to {
-            return Err(SnapshotError::Ahead { head: Seq(to) });
-        }
-        let q = after.0;
-        for _ in 0..64 {
-            let oldest = sh.oldest();
-            let from = (q + 1).max(oldest);
-            let snap = if from > to {
-                Snapshot::empty(Arc::clone(sh), to, Some(stream))
-            } else {
-                match Snapshot::pin(sh, from, to, Some(stream)) {
-                    Some(s) => s,
-                    None => continue, // evicted under us: the window moved, look again
-                }
-            };
-            if from == q + 1 {
-                return Ok(snap);
-            }
-            // Seqs q+1 .. from-1 are gone: prove none of them was ours. The
-            // newest event of ours before `from` is the first retained one's
-            // predecessor, or (none retained) our high-water mark.
-            let before_from = match snap.first() {
-                Some(f) => snap.prev_in_stream(f.0),
-                None => hi,
-            };
-            if before_from <= q {
-                return Ok(snap);
-            }
-            return Err(SnapshotError::Evicted {
-                wanted: Seq(q + 1),
-                oldest: Seq(oldest),
-                missing: missing_in_stream(&rec, q, &snap),
-            });
-        }
-        let oldest = sh.oldest();
-        Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing: 1 })
-    }
-}
-
 /// Events of the stream after `q` that were evicted. The stream's events
 /// before the first retained one number `before_first`; if `q` is at or
 /// below the delivered mark, whose position in the stream is
@@ -373,18 +347,23 @@ impl Reader {
 /// `q`: exact when `q` is the mark, a lower bound below it. Above the mark
 /// `q`'s position is unknown and the bound is 1. The caller only asks when at
 /// least one is missing.
-fn missing_in_stream(rec: &crate::stream::StreamRecord, q: u64, snap: &Snapshot) -> u64 {
+pub(super) fn missing_in_stream(rec: &StreamRecord, q: u64, snap: &Snapshot) -> Missing {
     use crate::sync::Ordering::Acquire;
     // `delivered` before its index: the index is raised first, so the index
     // read is at least the one of the mark read (never an overcount).
     let delivered = rec.delivered.load(Acquire);
     let delivered_index = rec.delivered_index.load(Acquire);
     if q > delivered {
-        return 1;
+        return Missing::AtLeast(1);
     }
     let before_first = match snap.first() {
         Some(f) => snap.get(f.0).index_in_stream - 1,
         None => rec.published.load(Acquire),
     };
-    before_first.saturating_sub(delivered_index).max(1)
+    let n = before_first.saturating_sub(delivered_index).max(1);
+    if q == delivered {
+        Missing::Exact(n)
+    } else {
+        Missing::AtLeast(n)
+    }
 }

@@ -1,0 +1,36 @@
+//! Sessions and the rules on their rings: the [`Hub`] that owns sessions
+//! (ids, incarnations, limits, owner binding, idle expiry), each
+//! [`Session`]'s writer lock in front of its ring, the resume decision
+//! table ([`Hub::resume_stream`], [`Hub::check_migration`]), migration
+//! tickets ([`Hub::migrate`], [`Hub::redeem`]) and pacing state.
+//!
+//! This layer sits on [`crate::ring`](mod@crate::ring) and knows nothing of the async layer
+//! ([`crate::subscription`]) or of HTTP. It uses `std::sync` directly: the
+//! loom shim belongs to the ring.
+
+mod hub;
+#[cfg(feature = "tokio")]
+mod pace;
+mod resume;
+mod secret;
+// `session::session` is the type the layer is named after; the file holds
+// one session's state, the hub is beside it.
+#[allow(clippy::module_inception)]
+mod session;
+mod ticket;
+
+pub use hub::{ConnectionGuard, Hub, HubConfig, SessionError};
+#[cfg(feature = "tokio")]
+pub(crate) use pace::PaceGate;
+#[cfg(feature = "tokio")]
+pub use pace::Pacer;
+pub use resume::{Refusal, Resume, ResumeRequest};
+pub use secret::SessionId;
+pub use session::{Session, SessionPublishError};
+pub use ticket::{IssuedTicket, MigrateError, Migration, Ticket, TicketError};
+
+/// Locks a std mutex, ignoring poisoning: every critical section of this
+/// layer leaves its data consistent before anything in it can panic.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,184 @@
+//! One session: a ring, the namespace of this incarnation, and the mutex
+//! that serializes the session's several writers in front of its single
+//! producer (`docs/SPEC.md` §3.1). Readers, coverage checks and snapshots
+//! go through the session's [`Reader`] and never take that mutex.
+
+use super::lock;
+use super::secret::{random_namespace, SessionId};
+use super::ticket::TicketBook;
+use crate::ring::{Producer, PublishError, Reader, StreamHandle};
+use bytes::Bytes;
+use gapless_wire::{EventId, Namespace, Seq, StreamId};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One MCP session: a ring, its namespace, its writers' mutex.
+pub struct Session {
+    id: SessionId,
+    ns: Namespace,
+    pub(super) owner: Option<String>,
+    /// The single producer, behind the per-session writer lock
+    /// (`docs/SPEC.md` §3.1).
+    /// Taken only to publish, open or end a stream.
+    writer: Mutex<Option<Producer>>,
+    reader: Reader,
+    standalone: StreamHandle,
+    /// Millis since the hub's epoch of the last request or connection end.
+    pub(super) last_active: AtomicU64,
+    /// Open connections (SSE streams, sockets).
+    pub(super) connections: AtomicUsize,
+    /// Set once when the session migrates to a WebSocket.
+    migrated: AtomicBool,
+    /// Set once when the session is closed (deleted or expired).
+    closed: AtomicBool,
+    pub(crate) tickets: TicketBook,
+    #[cfg(feature = "tokio")]
+    pub(crate) pace: super::pace::PaceTable,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).field("ns", &self.ns).finish_non_exhaustive()
+    }
+}
+
+/// Publishing on a session failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionPublishError {
+    /// The ring refused the event.
+    Publish(PublishError),
+    /// The session was deleted or expired.
+    Closed,
+}
+
+impl fmt::Display for SessionPublishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionPublishError::Publish(e) => e.fmt(f),
+            SessionPublishError::Closed => f.write_str("session is closed"),
+        }
+    }
+}
+
+impl std::error::Error for SessionPublishError {}
+
+impl From<PublishError> for SessionPublishError {
+    fn from(e: PublishError) -> Self {
+        SessionPublishError::Publish(e)
+    }
+}
+
+impl Session {
+    pub(super) fn new(
+        id: SessionId,
+        owner: Option<&str>,
+        mut producer: Producer,
+        reader: Reader,
+        now: u64,
+    ) -> Self {
+        let standalone = producer.open_stream();
+        Session {
+            id,
+            ns: random_namespace(),
+            owner: owner.map(str::to_owned),
+            writer: Mutex::new(Some(producer)),
+            reader,
+            standalone,
+            last_active: AtomicU64::new(now),
+            connections: AtomicUsize::new(0),
+            migrated: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            tickets: TicketBook::default(),
+            #[cfg(feature = "tokio")]
+            pace: Default::default(),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The namespace of this incarnation (part of every event id).
+    pub fn namespace(&self) -> Namespace {
+        self.ns
+    }
+
+    /// A reader of the session's ring (lock-free).
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The standalone (GET) stream.
+    pub fn standalone(&self) -> &StreamHandle {
+        &self.standalone
+    }
+
+    /// The wire event id of `seq` on `stream`.
+    pub fn event_id(&self, stream: StreamId, seq: Seq) -> EventId {
+        EventId { ns: self.ns, stream, seq }
+    }
+
+    /// Whether the session was deleted (or expired).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the session migrated to a WebSocket.
+    pub fn is_migrated(&self) -> bool {
+        self.migrated.load(Ordering::Acquire)
+    }
+
+    /// Marks the session migrated (its SSE streams are over).
+    // Hidden: transport bookkeeping (gapless-server marks it when a
+    // migrated socket attaches).
+    #[doc(hidden)]
+    pub fn set_migrated(&self) {
+        self.migrated.store(true, Ordering::Release);
+    }
+
+    fn with_writer<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> Result<R, SessionPublishError> {
+        let mut w = lock(&self.writer);
+        w.as_mut().map(f).ok_or(SessionPublishError::Closed)
+    }
+
+    /// Opens a stream (e.g. for one POST request).
+    pub fn open_stream(&self) -> Result<StreamHandle, SessionPublishError> {
+        self.with_writer(|p| p.open_stream())
+    }
+
+    /// Publishes on `stream`; serialized with the session's other writers.
+    pub fn publish(&self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, SessionPublishError> {
+        self.with_writer(|p| p.publish(stream, payload))?.map_err(Into::into)
+    }
+
+    /// Ends `stream` (its followers finish after its last event).
+    pub fn end_stream(&self, stream: &StreamHandle) -> Result<(), SessionPublishError> {
+        self.with_writer(|p| p.end_stream(stream))?;
+        #[cfg(feature = "tokio")]
+        self.pace.forget(stream.id());
+        Ok(())
+    }
+
+    /// Closes the session: drops the producer (followers of the whole ring
+    /// see `End`, stream followers too once their stream is ended) and ends
+    /// every stream.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let producer = lock(&self.writer).take();
+        if let Some(mut p) = producer {
+            for info in self.reader.streams() {
+                if !info.ended {
+                    if let Some(h) = p.handle(info.id) {
+                        p.end_stream(&h);
+                    }
+                }
+            }
+            drop(p);
+        }
+        self.tickets.clear();
+        #[cfg(feature = "tokio")]
+        self.pace.wake_all();
+    }
+}

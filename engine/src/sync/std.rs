@@ -1,0 +1,61 @@
+//! The `std` backend of the shim (every build but loom's).
+
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Locks a mutex, ignoring poisoning: every critical section in this crate
+/// leaves its data consistent before anything in it can panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `UnsafeCell` with loom's closure API, so that loom can track each access.
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        Self(std::cell::UnsafeCell::new(v))
+    }
+
+    /// Runs `f` with a shared pointer to the contents.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a unique pointer to the contents.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// An atomically replaceable `Option<Arc<T>>` (`arc-swap`).
+pub(crate) struct AtomicArc<T> {
+    inner: arc_swap::ArcSwapOption<T>,
+}
+
+impl<T> std::fmt::Debug for AtomicArc<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AtomicArc")
+    }
+}
+
+impl<T> AtomicArc<T> {
+    pub(crate) fn new(v: Option<Arc<T>>) -> Self {
+        Self { inner: arc_swap::ArcSwapOption::new(v) }
+    }
+
+    /// Loads the current value, taking one reference.
+    #[inline]
+    pub(crate) fn load_full(&self) -> Option<Arc<T>> {
+        self.inner.load_full()
+    }
+
+    /// Replaces the value; the old one is dropped after the swap, so readers
+    /// that still hold it keep it alive.
+    pub(crate) fn store(&self, v: Option<Arc<T>>) {
+        self.inner.store(v)
+    }
+}
