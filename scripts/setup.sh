@@ -12,17 +12,17 @@ rustup component add miri rust-src --toolchain nightly >/dev/null
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
-for d in server/tests/sdk server/tests/conformance; do
+for d in server/bin/tests/sdk server/bin/tests/conformance; do
   if [ -f "$d/package.json" ]; then
     if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
       (cd "$d" && npm ci --no-audit --no-fund)
     fi
   fi
 done
-if [ -f server/tests/sdk/requirements.txt ]; then
-  if [ ! -x server/tests/sdk/.venv/bin/python ]; then
-    python3 -m venv server/tests/sdk/.venv
+if [ -f server/bin/tests/sdk/requirements.txt ]; then
+  if [ ! -x server/bin/tests/sdk/.venv/bin/python ]; then
+    python3 -m venv server/bin/tests/sdk/.venv
   fi
-  server/tests/sdk/.venv/bin/pip install -q -r server/tests/sdk/requirements.txt
+  server/bin/tests/sdk/.venv/bin/pip install -q -r server/bin/tests/sdk/requirements.txt
 fi
 echo "setup: done"

@@ -1,4 +1,4 @@
-//! Server configuration; every field has the SPEC §5 default.
+//! Server configuration; every field has the `docs/SPEC.md` §5 default.
 
 use gapless::{HubConfig, RingConfig};
 use std::time::Duration;

@@ -1,19 +1,21 @@
 //! Transport-level refusals: one type, one place that maps each to its HTTP
 //! status and JSON body `{"error": "<kind>", "message": "...", ...}`.
+//!
+//! The kind, and with it the status, is an [`ErrorKind`] of the contract
+//! (`gapless::ErrorKind`, spelled once in `gapless-wire`); every refusal the
+//! server sends is built here from one.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gapless::session::TicketError;
-use gapless::{Refusal, SessionError};
+use gapless::{ErrorKind, Refusal, SessionError};
 use serde_json::{json, Map, Value};
 
-/// A refusal with its status, `error` kind, message and extra fields.
+/// A refusal with its kind, message and extra fields.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// The machine-readable `error` kind.
-    pub kind: &'static str,
+    /// The contract's kind: the JSON `error` and the HTTP status.
+    pub kind: ErrorKind,
     /// A human-readable explanation.
     pub message: String,
     /// Further fields of the JSON body (e.g. `cursor`, `oldest`, `missing`).
@@ -24,8 +26,8 @@ pub struct ApiError {
 
 impl ApiError {
     /// A refusal without extra fields.
-    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, kind, message: message.into(), extra: Map::new(), allow: None }
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ApiError { kind, message: message.into(), extra: Map::new(), allow: None }
     }
 
     /// Adds a field to the JSON body.
@@ -34,10 +36,15 @@ impl ApiError {
         self
     }
 
+    /// The HTTP status (the kind's).
+    pub fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.kind.http_status()).expect("the contract's statuses are valid")
+    }
+
     /// The JSON body.
     pub fn body(&self) -> Value {
         let mut m = Map::new();
-        m.insert("error".into(), json!(self.kind));
+        m.insert("error".into(), json!(self.kind.as_str()));
         m.insert("message".into(), json!(self.message));
         for (k, v) in &self.extra {
             m.insert(k.clone(), v.clone());
@@ -46,44 +53,40 @@ impl ApiError {
     }
 
     pub(crate) fn missing_session() -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "missing_session", "this request needs an Mcp-Session-Id header")
+        Self::new(ErrorKind::MissingSession, "this request needs an Mcp-Session-Id header")
     }
     pub(crate) fn unknown_session() -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "unknown_session",
-            "no such session (expired, deleted or never created)",
-        )
+        Self::new(ErrorKind::UnknownSession, "no such session (expired, deleted or never created)")
     }
     pub(crate) fn malformed(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "malformed_request", message)
+        Self::new(ErrorKind::MalformedRequest, message)
     }
     pub(crate) fn session_migrated() -> Self {
         Self::new(
-            StatusCode::CONFLICT,
-            "session_migrated",
+            ErrorKind::SessionMigrated,
             "this session migrated to a WebSocket; send requests over the socket",
         )
     }
     pub(crate) fn stream_busy() -> Self {
         Self::new(
-            StatusCode::CONFLICT,
-            "stream_busy",
+            ErrorKind::StreamBusy,
             "the standalone stream of this session is already open on another connection",
         )
     }
     pub(crate) fn method_not_allowed(allowed: &'static str) -> Self {
-        let mut e =
-            Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", format!("allowed: {allowed}"));
+        let mut e = Self::new(ErrorKind::MethodNotAllowed, format!("allowed: {allowed}"));
         e.allow = Some(allowed);
         e
+    }
+    pub(crate) fn payload_too_large(limit: usize) -> Self {
+        Self::new(ErrorKind::PayloadTooLarge, format!("request body over {limit} bytes"))
+            .with("limit", json!(limit))
     }
 }
 
 impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> Self {
-        let status = StatusCode::from_u16(r.http_status()).expect("valid status");
-        let mut e = ApiError::new(status, r.kind().as_str(), r.to_string());
+        let mut e = ApiError::new(r.kind(), r.to_string());
         match r {
             Refusal::MalformedCursor { reason } => e = e.with("reason", json!(reason.to_string())),
             Refusal::NamespaceMismatch { .. } => {}
@@ -107,8 +110,7 @@ impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> Self {
         match e {
             SessionError::TooManySessions { max } => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "too_many_sessions",
+                ErrorKind::TooManySessions,
                 format!("the server holds its maximum of {max} sessions"),
             ),
             _ => ApiError::unknown_session(),
@@ -119,17 +121,15 @@ impl From<SessionError> for ApiError {
 impl From<TicketError> for ApiError {
     fn from(e: TicketError) -> Self {
         match e {
-            TicketError::TooMany { .. } => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_tickets", e.to_string())
-            }
-            _ => ApiError::new(StatusCode::FORBIDDEN, "ticket_invalid", e.to_string()),
+            TicketError::TooMany { .. } => ApiError::new(ErrorKind::TooManyTickets, e.to_string()),
+            _ => ApiError::new(ErrorKind::TicketInvalid, e.to_string()),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut r = (self.status, axum::Json(self.body())).into_response();
+        let mut r = (self.status(), axum::Json(self.body())).into_response();
         if let Some(a) = self.allow {
             r.headers_mut().insert(axum::http::header::ALLOW, HeaderValue::from_static(a));
         }

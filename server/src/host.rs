@@ -1,4 +1,4 @@
-//! The seam between the transport and the application (SPEC §5.2).
+//! The seam between the transport and the application (`docs/SPEC.md` §5.2).
 //!
 //! An application implements [`Host`]; the transport calls it for every
 //! JSON-RPC request it does not handle itself (`initialize`, `ping`,
@@ -181,19 +181,27 @@ impl SessionHandle {
         logger: Option<&str>,
         data: Value,
     ) -> Result<Option<Seq>, SendError> {
-        if level < self.conn.log_level() {
-            return Ok(None);
-        }
-        self.notify("notifications/message", log_params(level, logger, data)).await.map(Some)
+        log_on(&self.conn, &self.conn.standalone, level, logger, data).await
     }
 }
 
-fn log_params(level: LogLevel, logger: Option<&str>, data: Value) -> Value {
+/// `notifications/message` on `stream`, if the session's level lets `level`
+/// through (`Ok(None)` when filtered): the one body of both `log`s.
+async fn log_on(
+    conn: &Conn,
+    stream: &Pacer,
+    level: LogLevel,
+    logger: Option<&str>,
+    data: Value,
+) -> Result<Option<Seq>, SendError> {
+    if level < conn.log_level() {
+        return Ok(None);
+    }
     let mut p = json!({"level": level.as_str(), "data": data});
     if let Some(l) = logger {
         p["logger"] = json!(l);
     }
-    p
+    conn.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
 }
 
 /// What a request handler gets: its stream, its cancellation, the session.
@@ -248,10 +256,7 @@ impl RequestContext {
         logger: Option<&str>,
         data: Value,
     ) -> Result<Option<Seq>, SendError> {
-        if level < self.conn.log_level() {
-            return Ok(None);
-        }
-        self.notify("notifications/message", log_params(level, logger, data)).await.map(Some)
+        log_on(&self.conn, &self.stream, level, logger, data).await
     }
 
     /// Sends `notifications/progress` if the client asked for progress

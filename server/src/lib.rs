@@ -1,91 +1,227 @@
 //! # gapless-server: Streamable HTTP for MCP on the gapless engine
 //!
-//! A transport library: mount [`McpServer::router`] in your axum app and
-//! plug your application in through the [`Host`] trait. Every event a
-//! session sends goes through its gapless ring, so a client that resumes
-//! with `Last-Event-ID` gets every event after its cursor, in order, or an
-//! explicit 4xx that says what is missing (SPEC §4.2), never a silent `200`.
+//! A transport library: build an [`McpServer`] around your application (a
+//! [`Host`]), and merge or nest its [`McpServer::router`] into your axum
+//! app. Every event a session sends goes through its gapless ring, so a
+//! client that resumes with `Last-Event-ID` gets every event after its
+//! cursor, in order, or an explicit 4xx that says what is missing
+//! (`docs/SPEC.md` §4.2), never a silent `200`.
 //!
 //! ```no_run
-//! use gapless_server::{demo::DemoHost, McpServer, ServerConfig};
-//! # async fn run() -> std::io::Result<()> {
-//! let server = McpServer::new(DemoHost::default(), ServerConfig::default(), "/mcp");
-//! let app = server.router();
+//! use axum::{routing::get, Router};
+//! use futures_util::future::BoxFuture;
+//! use gapless_server::{Host, McpServer, RequestContext, RpcError, ServerConfig};
+//! use serde_json::{json, Value};
+//!
+//! /// One tool, `hello`, that logs on its own stream and then answers.
+//! struct Hello;
+//!
+//! impl Host for Hello {
+//!     fn capabilities(&self) -> Value {
+//!         json!({"tools": {}, "logging": {}})
+//!     }
+//!
+//!     fn handle(&self, method: String, _params: Value, ctx: RequestContext) -> BoxFuture<'static, Result<Value, RpcError>> {
+//!         Box::pin(async move {
+//!             match method.as_str() {
+//!                 "tools/list" => Ok(json!({"tools": [{"name": "hello", "inputSchema": {"type": "object"}}]})),
+//!                 "tools/call" => {
+//!                     let _ = ctx.notify("notifications/message", json!({"level": "info", "data": "hi"})).await;
+//!                     Ok(json!({"content": [{"type": "text", "text": "hello"}]}))
+//!                 }
+//!                 _ => Err(RpcError::method_not_found(&method)),
+//!             }
+//!         })
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let mcp = McpServer::builder(Hello).config(ServerConfig::default()).path("/mcp").build()?;
+//! let app = Router::new()
+//!     .route("/health", get(|| async { "ok" }))
+//!     .nest("/api", mcp.router()) // the endpoint is /api/mcp, its socket /api/mcp/ws
+//!     .fallback(|| async { "not here" }); // the app's own fallback merges
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, app).await
+//! axum::serve(listener, app).await?;
+//! # Ok(())
 //! # }
 //! ```
 //!
-//! Delivery is recorded when hyper accepts an SSE chunk for writing (see
-//! `sse.rs`), per stream, which is what the decision table checks cursors
-//! against.
+//! The router has no fallback of its own, so it merges into an app that has
+//! one, and it works under `nest`: the WebSocket path an upgrade advertises
+//! is the one the request came in on. Its checks (method, header size,
+//! `Origin`/`Host`, content type, `Accept`, body limit, protocol version)
+//! run once, as a layer on each of its routes, before any handler.
+//! The caller's identity, which sessions are bound to, comes from a
+//! [`CallerIdentity`] request extension that your auth layer sets, or from
+//! a function of the request head ([`McpServerBuilder::identity`]).
+//!
+//! Delivery is recorded when hyper accepts an SSE chunk for writing, per
+//! stream, which is what the decision table checks cursors against.
+//!
+//! The bundled binary (crate `gapless-server-bin`: the demo tools, the
+//! conformance fixtures and the command line) is one such application.
+#![deny(missing_docs)]
 
 pub mod config;
-pub mod demo;
+mod dispatch;
 pub mod error;
 pub mod host;
+mod http;
+mod identity;
 pub mod jsonrpc;
-mod routes;
-mod sse;
 mod state;
-pub mod ws;
 
 pub use config::{ServerConfig, SUPPORTED_VERSIONS};
 pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
+pub use identity::{CallerIdentity, IdentityFn};
 pub use jsonrpc::RpcError;
-pub use state::IdentityFn;
 
-use axum::routing::any;
 use axum::Router;
+use gapless::ring::ConfigError;
 use gapless::Hub;
 use state::AppState;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A configured transport: hub, application, limits.
+/// A configured transport: hub, application, limits. Clone it freely; the
+/// clones share the sessions.
 #[derive(Clone)]
 pub struct McpServer {
     state: Arc<AppState>,
 }
 
-impl std::fmt::Debug for McpServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpServer").field("path", &self.state.path).field("hub", &self.state.hub).finish()
     }
 }
 
-impl McpServer {
-    /// A server for `host` at endpoint `path` (e.g. `/mcp`).
-    ///
-    /// # Panics
-    /// If the configuration's ring bounds are invalid.
-    pub fn new(host: impl Host, config: ServerConfig, path: &str) -> Self {
-        Self::with_identity(host, config, path, None)
+/// Why [`McpServerBuilder::build`] refused a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// The ring bounds are invalid.
+    Ring(ConfigError),
+    /// The endpoint path is not an absolute path of plain segments.
+    Path {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Ring(e) => write!(f, "invalid ring configuration: {e}"),
+            BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Ring(e) => Some(e),
+            BuildError::Path { .. } => None,
+        }
+    }
+}
+
+/// Builds an [`McpServer`] ([`McpServer::builder`]).
+pub struct McpServerBuilder {
+    host: Arc<dyn Host>,
+    config: ServerConfig,
+    path: String,
+    identity: Option<IdentityFn>,
+}
+
+impl fmt::Debug for McpServerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpServerBuilder").field("config", &self.config).field("path", &self.path).finish()
+    }
+}
+
+impl McpServerBuilder {
+    /// The limits (default: [`ServerConfig::default`]).
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
     }
 
-    /// Like [`McpServer::new`], binding each session to the caller identity
-    /// `identity` extracts from the request headers: a session created under
-    /// one identity answers 404 to requests carrying another.
-    pub fn with_identity(
-        host: impl Host,
-        config: ServerConfig,
-        path: &str,
-        identity: Option<IdentityFn>,
+    /// The endpoint's path inside the router (default `/mcp`). `/` serves
+    /// the endpoint at the router's root, for an application that nests the
+    /// router at the endpoint's own path (`nest("/mcp", router)`).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Derives the caller identity from the request head when the request
+    /// carries no [`CallerIdentity`] extension (e.g. from a header).
+    pub fn identity(
+        mut self,
+        f: impl Fn(&axum::http::request::Parts) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        let hub = Arc::new(Hub::new(config.hub).expect("valid ring configuration"));
-        let path = if path.starts_with('/') { path.to_owned() } else { format!("/{path}") };
-        McpServer {
+        self.identity = Some(Arc::new(f));
+        self
+    }
+
+    /// The server, or why the configuration is refused.
+    pub fn build(self) -> Result<McpServer, BuildError> {
+        let path = normalize_path(&self.path)?;
+        let hub = Arc::new(Hub::new(self.config.hub).map_err(BuildError::Ring)?);
+        Ok(McpServer {
             state: Arc::new(AppState {
                 hub,
-                host: Arc::new(host),
-                config: Arc::new(config),
-                identity,
+                host: self.host,
+                config: Arc::new(self.config),
+                identity: self.identity,
                 conns: Default::default(),
                 shutdown: CancellationToken::new(),
                 path,
             }),
+        })
+    }
+}
+
+/// `/mcp`, `/a/b` or `/`: absolute, no empty, `.`/`..` or `{`/`}` segment,
+/// no query; a trailing `/` is dropped.
+fn normalize_path(path: &str) -> Result<String, BuildError> {
+    let bad = |reason| Err(BuildError::Path { path: path.to_owned(), reason });
+    if !path.starts_with('/') {
+        return bad("must start with '/'");
+    }
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".to_owned());
+    }
+    for seg in trimmed[1..].split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return bad("has an empty, '.' or '..' segment");
+        }
+        if seg.bytes().any(|b| matches!(b, b'{' | b'}' | b'?' | b'#' | b'*' | b':') || b <= b' ' || b >= 0x7f)
+        {
+            return bad(
+                "may hold only plain path characters (no '{', '}', '?', '#', '*', ':', spaces or non-ASCII)",
+            );
+        }
+    }
+    Ok(trimmed.to_owned())
+}
+
+impl McpServer {
+    /// A builder for a server around `host`.
+    pub fn builder(host: impl Host) -> McpServerBuilder {
+        McpServerBuilder {
+            host: Arc::new(host),
+            config: ServerConfig::default(),
+            path: "/mcp".to_owned(),
+            identity: None,
         }
     }
 
@@ -95,15 +231,10 @@ impl McpServer {
         &self.state.hub
     }
 
-    /// The axum router serving the endpoint.
+    /// The axum router serving the endpoint: `P`, `P/session/{id}/upgrade`
+    /// and `P/ws`, each behind the request checks. It has no fallback.
     pub fn router(&self) -> Router {
-        let p = self.state.path.clone();
-        Router::new()
-            .route(&p, any(routes::endpoint))
-            .route(&format!("{p}/session/{{id}}/upgrade"), any(ws::upgrade))
-            .route(&format!("{p}/ws"), any(ws::socket))
-            .fallback(routes::not_found)
-            .with_state(Arc::clone(&self.state))
+        http::router(&self.state)
     }
 
     /// Ends every open stream (call on shutdown, before the server drains).
@@ -123,5 +254,21 @@ impl McpServer {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_path;
+
+    #[test]
+    fn endpoint_paths() {
+        assert_eq!(normalize_path("/mcp").unwrap(), "/mcp");
+        assert_eq!(normalize_path("/mcp/").unwrap(), "/mcp");
+        assert_eq!(normalize_path("/a/b").unwrap(), "/a/b");
+        assert_eq!(normalize_path("/").unwrap(), "/");
+        for bad in ["", "mcp", "/a//b", "/a/../b", "/{id}", "/a b", "/m?x", "/é"] {
+            assert!(normalize_path(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::config::ServerConfig;
 use crate::host::{ClientRequestError, Host, SendError};
+use crate::identity::IdentityFn;
 use crate::jsonrpc;
 use bytes::Bytes;
 use gapless::session::Pacer;
@@ -16,11 +17,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-/// Extracts a caller identity from request headers (e.g. a hash of the
-/// `Authorization` header). Sessions are bound to the identity they were
-/// created under.
-pub type IdentityFn = Arc<dyn Fn(&axum::http::HeaderMap) -> Option<String> + Send + Sync>;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -35,7 +31,8 @@ pub(crate) struct AppState {
     pub(crate) conns: Mutex<HashMap<SessionId, Arc<Conn>>>,
     /// Cancelled on shutdown: every open stream ends.
     pub(crate) shutdown: CancellationToken,
-    /// The endpoint path (for the WebSocket URL).
+    /// The endpoint's route inside the router (`/mcp` by default; `/` when
+    /// the application nests the router at the endpoint's path itself).
     pub(crate) path: String,
 }
 
@@ -74,6 +71,15 @@ impl AppState {
     }
 }
 
+/// What one connection of a session carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Lane {
+    /// An SSE response following one stream.
+    Stream(StreamId),
+    /// The migrated session's WebSocket (every stream).
+    Socket,
+}
+
 /// Transport state of one session.
 pub(crate) struct Conn {
     pub(crate) session: Arc<Session>,
@@ -87,10 +93,10 @@ pub(crate) struct Conn {
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
     /// Client requests being handled, by id (for `notifications/cancelled`).
     inflight: Mutex<HashMap<String, CancellationToken>>,
-    /// Which connection carries each stream now: a generation number and
-    /// the token that ends it. A newer connection on the same stream takes
-    /// over (SPEC §5: the older one is ended).
-    connections: Mutex<HashMap<StreamId, (u64, CancellationToken)>>,
+    /// Which connection carries each lane now: a generation number and the
+    /// token that ends it. A newer connection on the same lane takes over
+    /// (`docs/SPEC.md` §5: the older one is ended).
+    connections: Mutex<HashMap<Lane, (u64, CancellationToken)>>,
     next_conn: AtomicU64,
     next_request: AtomicU64,
     /// Cancelled when the session ends or the server shuts down; parent of
@@ -202,12 +208,12 @@ impl Conn {
         }
     }
 
-    /// Registers a new connection for `stream`, ending the one that carried
+    /// Registers a new connection for `lane`, ending the one that carried
     /// it before. With `exclusive`, refuses (returns `None`) if a live
     /// connection carries it.
-    pub(crate) fn attach(&self, stream: StreamId, exclusive: bool) -> Option<(u64, CancellationToken)> {
+    pub(crate) fn attach(&self, lane: Lane, exclusive: bool) -> Option<(u64, CancellationToken)> {
         let mut map = lock(&self.connections);
-        if let Some((_, old)) = map.get(&stream) {
+        if let Some((_, old)) = map.get(&lane) {
             if exclusive && !old.is_cancelled() {
                 return None;
             }
@@ -215,23 +221,23 @@ impl Conn {
         }
         let gen = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let token = self.closed.child_token();
-        map.insert(stream, (gen, token.clone()));
+        map.insert(lane, (gen, token.clone()));
         Some((gen, token))
     }
 
-    /// Forgets connection `gen` of `stream` if it is still the current one.
-    pub(crate) fn detach(&self, stream: StreamId, gen: u64) {
+    /// Forgets connection `gen` of `lane` if it is still the current one.
+    pub(crate) fn detach(&self, lane: Lane, gen: u64) {
         let mut map = lock(&self.connections);
-        if map.get(&stream).is_some_and(|(g, _)| *g == gen) {
-            map.remove(&stream);
+        if map.get(&lane).is_some_and(|(g, _)| *g == gen) {
+            map.remove(&lane);
         }
     }
 
     /// Ends every SSE connection of the session (migration to a WebSocket);
-    /// the socket's own registration (stream id 0) stays.
+    /// the socket's own registration stays.
     pub(crate) fn end_all_sse_streams(&self) {
-        lock(&self.connections).retain(|stream, (_, t)| {
-            if stream.get() == 0 {
+        lock(&self.connections).retain(|lane, (_, t)| {
+            if *lane == Lane::Socket {
                 return true;
             }
             t.cancel();
@@ -249,7 +255,7 @@ impl Conn {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        if let Some((_, t)) = lock(&self.connections).remove(&stream.id()) {
+        if let Some((_, t)) = lock(&self.connections).remove(&Lane::Stream(stream.id())) {
             t.cancel();
         }
     }

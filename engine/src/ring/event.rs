@@ -17,8 +17,9 @@ pub struct Event {
     pub payload: Bytes,
 }
 
-/// A borrowed view of an event inside a [`Snapshot`](super::Snapshot):
-/// iterating a snapshot costs no reference-count traffic.
+/// A borrowed view of an event inside a pinned chunk, as a
+/// [`Snapshot`](super::Snapshot) or a [`Batch`](super::Batch) hands it out:
+/// reading it costs no reference-count traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventRef<'a> {
     /// The event's session-global sequence number.

@@ -30,10 +30,10 @@ pub struct Subscription {
     replay: Option<(Snapshot, u64)>,
     /// Live follower, positioned right after the snapshot's range.
     live: Cursor,
-    /// Pacing gate this subscription is attached to (stream subscriptions
-    /// and whole-session ones created through a session; the latter count
-    /// progress in seqs, see `by_seq`).
-    /// created through a session).
+    /// Pacing gate this subscription is attached to: stream subscriptions
+    /// and whole-session ones made through a session have one (the latter
+    /// count progress in seqs, see `by_seq`); those made from a bare
+    /// `Reader` have none.
     gate: Option<Arc<PaceGate>>,
     /// The gate counts session seqs (the session's gate), not positions in
     /// one stream.

@@ -12,39 +12,6 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn upgrade(s: &TestServer, sid: &str, body: &str) -> reqwest::Response {
-    s.http
-        .post(format!("{}/session/{sid}/upgrade", s.url))
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn connect(s: &TestServer, path: &str) -> Ws {
-    tokio_tungstenite::connect_async(format!("ws://{}{path}", s.addr)).await.expect("ws connect").0
-}
-
-/// Next server frame as (event seq, id, message).
-async fn frame(ws: &mut Ws) -> Option<(u64, String, Value)> {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("socket stalled")?;
-        match m.ok()? {
-            Message::Text(t) => {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                let id = v["id"].as_str().unwrap().to_owned();
-                let seq = id.rsplit_once('-').unwrap().1.parse().unwrap();
-                return Some((seq, id, v["message"].clone()));
-            }
-            Message::Close(_) => return None,
-            _ => continue,
-        }
-    }
-}
-
 fn emit_seq(m: &Value) -> Option<u64> {
     m.get("params")?.get("data")?.get("seq")?.as_u64()
 }

@@ -1,5 +1,6 @@
-//! Streamable HTTP end to end over loopback: every row of SPEC §4.2 and §5
-//! (without the WebSocket rows), with a real HTTP client.
+//! Streamable HTTP end to end over loopback: the rows of `docs/SPEC.md` §5
+//! (without the WebSocket rows; §4.2 row by row is `decision_table.rs`),
+//! with a real HTTP client.
 
 mod common;
 use common::*;
@@ -52,6 +53,41 @@ async fn json_only_client_gets_the_response_as_json() {
     assert_eq!(r.status(), 200);
     assert_eq!(header(r.headers(), "content-type").unwrap(), "application/json");
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"jsonrpc":"2.0","id":5,"result":{}}));
+}
+
+/// A JSON-only request whose own notifications overrun the ring before its
+/// response is written loses the response: that is a 409 `gap_not_covered`
+/// with the numbers (it was a 500 once), never a 5xx. The byte budget holds
+/// three of these events, so pacing (by event count) does not hold the tool
+/// back.
+#[tokio::test]
+async fn json_only_response_evicted_by_its_own_notifications_is_a_409() {
+    let s = start(ServerConfig::default().with_ring(RingConfig::new(4096, 200_000))).await;
+    let sid = s.initialize().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
+        "params":{"name":"emit_events","arguments":{"count": 50, "payload_bytes": 65536}}});
+    let r = s
+        .http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", &sid)
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    let b = expect_error(r, 409, "gap_not_covered").await;
+    assert_eq!(b["cursor"], Value::Null, "{b}");
+    assert!(b["oldest"].as_u64() > Some(1) && b["missing"].as_u64() >= Some(1), "{b}");
+    // The session is fine: the next request is answered.
+    let r = s
+        .post_with(
+            Some(&sid),
+            json!({"jsonrpc":"2.0","id":8,"method":"ping"}),
+            &[("accept", "application/json")],
+        )
+        .await;
+    assert_eq!(r.status(), 200);
 }
 
 /// Reads a stream until `stop` events of emit_events were processed, then

@@ -3,11 +3,13 @@
 #![allow(dead_code, unreachable_pub)]
 
 use futures_util::StreamExt;
-use gapless_server::{demo::DemoHost, McpServer, ServerConfig};
+use gapless_server::{McpServer, ServerConfig};
+use gapless_server_bin::demo::DemoHost;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
 
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -17,16 +19,28 @@ pub struct TestServer {
 }
 
 pub async fn start(config: ServerConfig) -> TestServer {
-    let server = McpServer::new(DemoHost, config, "/mcp");
+    let server = McpServer::builder(DemoHost).config(config).build().unwrap();
+    let addr = serve(server.router()).await;
+    TestServer::at(addr, "/mcp", server)
+}
+
+/// Serves `app` on an ephemeral loopback port; returns the address.
+pub async fn serve(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = server.router();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    TestServer {
-        addr,
-        url: format!("http://{addr}/mcp"),
-        server,
-        http: reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap(),
+    addr
+}
+
+impl TestServer {
+    /// A client of `server`, served at `addr` with its endpoint at `path`.
+    pub fn at(addr: SocketAddr, path: &str, server: McpServer) -> TestServer {
+        TestServer {
+            addr,
+            url: format!("http://{addr}{path}"),
+            server,
+            http: reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap(),
+        }
     }
 }
 
@@ -169,4 +183,39 @@ pub async fn expect_error(r: reqwest::Response, status: u16, kind: &str) -> Valu
 
 pub fn header(h: &HeaderMap, k: &str) -> Option<String> {
     h.get(k).map(|v| v.to_str().unwrap().to_owned())
+}
+
+// ---------------------------------------------------------------- WebSocket
+
+pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn upgrade(s: &TestServer, sid: &str, body: &str) -> reqwest::Response {
+    s.http
+        .post(format!("{}/session/{sid}/upgrade", s.url))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+pub async fn connect(s: &TestServer, path: &str) -> Ws {
+    tokio_tungstenite::connect_async(format!("ws://{}{path}", s.addr)).await.expect("ws connect").0
+}
+
+/// Next server frame as (event seq, id, message).
+pub async fn frame(ws: &mut Ws) -> Option<(u64, String, Value)> {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("socket stalled")?;
+        match m.ok()? {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                let id = v["id"].as_str().unwrap().to_owned();
+                let seq = id.rsplit_once('-').unwrap().1.parse().unwrap();
+                return Some((seq, id, v["message"].clone()));
+            }
+            Message::Close(_) => return None,
+            _ => continue,
+        }
+    }
 }

@@ -7,11 +7,11 @@
 #     in which any failing or warning scenario must be listed with a reason.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
+root=$(cd "$here/../../../.." && pwd)
 cd "$here"
 [ -d node_modules/@modelcontextprotocol/conformance ] || npm ci --no-audit --no-fund
 bin="$root/target/debug/gapless-server"
-[ -x "$bin" ] || (cd "$root" && cargo build -p gapless-server)
+[ -x "$bin" ] || (cd "$root" && cargo build -p gapless-server-bin)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$bin" --bind "127.0.0.1:$port" --sse-retry-ms 200 >"$here/server.log" 2>&1 &
 pid=$!

@@ -4,21 +4,18 @@
 mod common;
 use common::*;
 use gapless::RingConfig;
-use gapless_server::{demo::DemoHost, IdentityFn, McpServer, ServerConfig};
+use gapless_server::{McpServer, ServerConfig};
+use gapless_server_bin::demo::DemoHost;
 use serde_json::{json, Value};
-use std::sync::Arc;
 use std::time::Duration;
 
 async fn start_with_identity() -> TestServer {
-    let identity: IdentityFn = Arc::new(|h: &axum::http::HeaderMap| {
-        h.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
-    });
-    let server = McpServer::with_identity(DemoHost, ServerConfig::default(), "/mcp", Some(identity));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = server.router();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    TestServer { addr, url: format!("http://{addr}/mcp"), server, http: reqwest::Client::new() }
+    let server = McpServer::builder(DemoHost)
+        .identity(|parts| parts.headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .build()
+        .unwrap();
+    let addr = serve(server.router()).await;
+    TestServer::at(addr, "/mcp", server)
 }
 
 /// A session created under one identity answers 404 to requests, resumes

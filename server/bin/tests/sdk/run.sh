@@ -2,7 +2,7 @@
 # Resume tests of gapless-server with the official MCP SDK clients (README.md here).
 #
 # Installs what it needs idempotently (npm ci into node_modules/, a venv in .venv/),
-# builds gapless-server (debug profile, the one `cargo test` already builds), starts
+# builds the gapless-server binary (debug profile, the one `cargo test` already builds), starts
 # it on a free loopback port with a short SSE retry hint, runs the TypeScript and the
 # Python client (each under a timeout), stops the server, and exits non-zero if any
 # run failed. Every client run cuts its connections mid-stream through a TCP proxy
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../../.." && pwd)"
+root="$(cd "$here/../../../.." && pwd)"
 cd "$here"
 
 CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-150}" # seconds per client run (each runs 2 variants)
@@ -61,8 +61,8 @@ py_sdk="$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("
 grep -qx "mcp==$py_sdk" requirements.txt || die "installed mcp is $py_sdk, not the version pinned in requirements.txt"
 
 # --- server ------------------------------------------------------------------
-say "cargo build -p gapless-server (debug)"
-(cd "$root" && cargo build -q -p gapless-server)
+say "cargo build -p gapless-server-bin (debug)"
+(cd "$root" && cargo build -q -p gapless-server-bin)
 server_bin="${CARGO_TARGET_DIR:-$root/target}/debug/gapless-server"
 [ -x "$server_bin" ] || die "no server binary at $server_bin"
 

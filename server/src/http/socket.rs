@@ -1,111 +1,32 @@
-//! WebSocket migration (SPEC §4.3, seed 000): the upgrade check that issues
-//! a ticket pinning the gap, and the socket that replays it and then
-//! carries the whole session.
-//!
-//! The client names its own processed cursor in the upgrade request's body;
-//! headers are never used as a cursor. A frame counts as delivered once its
-//! send (feed and flush) completed, and delivery is recorded per stream.
+//! The migrated session's WebSocket (`docs/SPEC.md` §4.3, seed 000):
+//! `GET P/ws?ticket=T` replays the gap its ticket pinned, then carries the
+//! whole session. A frame counts as delivered once its send (feed and
+//! flush) completed, and delivery is recorded per stream.
 
+use crate::dispatch::{handle_notification, start_request};
 use crate::error::ApiError;
+use crate::identity::Caller;
 use crate::jsonrpc::{classify, Incoming};
-use crate::routes::{check_request, handle_notification, start_request};
-use crate::state::{AppState, Conn};
-
+use crate::state::{AppState, Conn, Lane};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, Path, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
-use gapless::{Event, Next, StreamId, Subscription};
-use serde_json::{json, Value};
+use gapless::session::Ticket;
+use gapless::{ErrorKind, Event, Next, Subscription};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The key under which the session's socket is registered among its
-/// connections (stream ids start at 1).
-const SOCKET: StreamId = StreamId(0);
 /// Most frames sent before one flush.
 const BATCH: usize = 64;
 
-/// Close codes (SPEC §5).
+/// Close codes (`docs/SPEC.md` §5).
 mod close {
     pub(super) const SESSION_ENDED: u16 = 1000;
     pub(super) const SHUTTING_DOWN: u16 = 1001;
     pub(super) const FELL_BEHIND: u16 = 4409;
     pub(super) const BAD_FRAME: u16 = 4400;
-}
-
-/// `POST P/session/{id}/upgrade` with `{"cursor": "<event id>" | null}`.
-pub(crate) async fn upgrade(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    req: Request,
-) -> Response {
-    upgrade_inner(state, id, req).await.unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn upgrade_inner(state: Arc<AppState>, id: String, req: Request) -> Result<Response, ApiError> {
-    if req.method() != axum::http::Method::POST {
-        return Err(ApiError::method_not_allowed("POST"));
-    }
-    let h = req.headers().clone();
-    check_request(&state, &h)?;
-    let ct = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if !ct.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "upgrade bodies must be application/json",
-        ));
-    }
-    let limit = state.config.max_body_bytes;
-    let body = axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request body over {limit} bytes"),
-        )
-    })?;
-    let cursor = parse_upgrade_body(&body)?;
-    let owner = state.identity.as_ref().and_then(|f| f(&h));
-    let req =
-        gapless::ResumeRequest { session_id: Some(&id), cursor: cursor.as_deref(), owner: owner.as_deref() };
-    let issued = state.hub.migrate(req).map_err(|e| match e {
-        gapless::session::MigrateError::Refused(r) => ApiError::from(r),
-        gapless::session::MigrateError::Ticket(t) => ApiError::from(t),
-    })?;
-    // Issuing a ticket ends the session's SSE streams: from now on events
-    // wait in the ring for the socket.
-    if let Some(conn) = state.conn(&issued.session.id().to_string(), owner.as_deref()) {
-        conn.end_all_sse_streams();
-    }
-    let ticket = issued.ticket.to_string();
-    Ok(axum::Json(json!({
-        "ticket": ticket,
-        "websocket": format!("{}/ws?ticket={ticket}", state.path),
-        "replay_from": issued.replay_from.map(|e| e.to_string()),
-        "replay_count": issued.replay_count,
-    }))
-    .into_response())
-}
-
-/// The upgrade body: an object with exactly the key `cursor`, a string or
-/// null. Anything else is `malformed_request`.
-pub fn parse_upgrade_body(body: &[u8]) -> Result<Option<String>, ApiError> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
-    let Value::Object(m) = v else {
-        return Err(ApiError::malformed("the upgrade body must be an object {\"cursor\": ...}"));
-    };
-    if m.len() != 1 {
-        return Err(ApiError::malformed("the upgrade body must have exactly one field, \"cursor\""));
-    }
-    match m.get("cursor") {
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Null) => Ok(None),
-        Some(_) => Err(ApiError::malformed("\"cursor\" must be an event id string or null")),
-        None => Err(ApiError::malformed("missing \"cursor\"")),
-    }
 }
 
 /// `GET P/ws?ticket=T`: refuses bad tickets before upgrading.
@@ -115,24 +36,13 @@ pub(crate) async fn socket(
     req: Request,
 ) -> Response {
     let (mut parts, _body) = req.into_parts();
-    if let Err(e) = check_request(&state, &parts.headers) {
-        return e.into_response();
-    }
-    let owner = state.identity.as_ref().and_then(|f| f(&parts.headers));
-    let Some(ticket) = q.get("ticket").filter(|t| gapless::session::Ticket::parse(t).is_some()) else {
-        return ApiError::new(StatusCode::FORBIDDEN, "ticket_invalid", "missing or malformed ?ticket=")
-            .into_response();
+    let Caller(owner) = parts.extensions.get::<Caller>().cloned().expect("the guard runs first");
+    let Some(ticket) = q.get("ticket").filter(|t| Ticket::parse(t).is_some()) else {
+        return ApiError::new(ErrorKind::TicketInvalid, "missing or malformed ?ticket=").into_response();
     };
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
         Ok(u) => u,
-        Err(rej) => {
-            return ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_request",
-                format!("not a WebSocket handshake: {rej}"),
-            )
-            .into_response()
-        }
+        Err(rej) => return ApiError::malformed(format!("not a WebSocket handshake: {rej}")).into_response(),
     };
     let migration = match state.hub.redeem(ticket, None, owner.as_deref()) {
         Ok(m) => m,
@@ -148,7 +58,7 @@ pub(crate) async fn socket(
         // socket is replaced.
         conn.session.set_migrated();
         conn.end_all_sse_streams();
-        let attach = conn.attach(SOCKET, false).expect("non-exclusive attach");
+        let attach = conn.attach(Lane::Socket, false).expect("non-exclusive attach");
         let sub = migration.into_subscription();
         run_socket(state, conn, ws, sub, attach, shutdown).await;
     })
@@ -259,7 +169,7 @@ async fn run_socket(
         let _ = tx.send(frame).await;
     }
     let _ = tx.close().await;
-    conn.detach(SOCKET, gen);
+    conn.detach(Lane::Socket, gen);
 }
 
 /// A client → server frame: `{"message": <JSON-RPC>}` or `{"ack": "<id>"}`.

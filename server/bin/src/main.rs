@@ -1,9 +1,11 @@
 //! `gapless-server`: the bundled MCP server (demo tools plus the
 //! conformance fixtures) on Streamable HTTP.
 
+use axum::response::IntoResponse;
 use clap::Parser;
-use gapless::RingConfig;
-use gapless_server::{demo::DemoHost, McpServer, ServerConfig};
+use gapless::{ErrorKind, RingConfig};
+use gapless_server::{ApiError, McpServer, ServerConfig};
+use gapless_server_bin::demo::DemoHost;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
@@ -62,16 +64,23 @@ async fn main() -> std::io::Result<()> {
     config.max_body_bytes = a.max_body_bytes;
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
-    if let Err(e) = gapless::Hub::new(config.hub) {
-        eprintln!("gapless-server: invalid ring configuration: {e}");
-        std::process::exit(2);
-    }
-    let server = McpServer::new(DemoHost, config, &a.path);
+    let server = match McpServer::builder(DemoHost).config(config).path(&a.path).build() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("gapless-server: {e}");
+            std::process::exit(2);
+        }
+    };
     let sweeper = server.spawn_sweeper(Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind(a.bind).await?;
     tracing::info!(addr = %listener.local_addr()?, path = %a.path, "gapless-server listening");
     let s2 = server.clone();
-    let result = axum::serve(listener, server.router())
+    // The library router has no fallback; the binary answers every other
+    // path with the JSON error body too.
+    let app = server
+        .router()
+        .fallback(|| async { ApiError::new(ErrorKind::NotFound, "no such endpoint").into_response() });
+    let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             tracing::info!("shutting down");

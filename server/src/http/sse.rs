@@ -1,5 +1,5 @@
 //! SSE response bodies that record delivery when the HTTP layer accepts a
-//! frame (SPEC §2, "delivered").
+//! frame (`docs/SPEC.md` §2, "delivered").
 //!
 //! The body is a stream of byte chunks. Each poll first marks the events
 //! of the chunk yielded by the previous poll as delivered: hyper polls the
@@ -7,7 +7,7 @@
 //! A connection that dies before that never marks its last chunk, so a
 //! cursor the client could not hold is never accepted as delivered.
 
-use crate::state::Conn;
+use crate::state::{Conn, Lane};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 use gapless::session::ConnectionGuard;
@@ -133,6 +133,6 @@ impl Stream for SseBody {
 
 impl Drop for SseBody {
     fn drop(&mut self) {
-        self.conn.detach(self.stream, self.gen);
+        self.conn.detach(Lane::Stream(self.stream), self.gen);
     }
 }

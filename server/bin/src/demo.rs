@@ -1,10 +1,10 @@
-//! The bundled application (SPEC §5.1): `emit_events` to exercise the
+//! The bundled application (`docs/SPEC.md` §5.1): `emit_events` to exercise the
 //! transport, plus the fixtures the official conformance suite expects.
 
-use crate::host::{Host, LogLevel, RequestContext};
-use crate::jsonrpc::RpcError;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use gapless_server::host::{Host, LogLevel, RequestContext};
+use gapless_server::jsonrpc::RpcError;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -110,7 +110,7 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
         } else {
             ctx.notify_raw(Bytes::from(msg)).await
         };
-        sent.map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+        sent.map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
         if interval > 0 && i < count {
             tokio::time::sleep(Duration::from_millis(interval)).await;
         }
@@ -256,7 +256,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
                 "score": {"type": "number", "description": "User score", "default": 95.5},
                 "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
                 "verified": {"type": "boolean", "description": "Verification status", "default": true}
-            }, "required": []}})).await.map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+            }, "required": []}})).await.map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
             Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
         }
         "test_elicitation_sep1330_enums" => {
@@ -268,7 +268,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
                 "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
                 "titledMulti": {"type": "array", "items": {"anyOf": [
                     {"const": "value1", "title": "First Choice"}, {"const": "value2", "title": "Second Choice"}, {"const": "value3", "title": "Third Choice"}]}}
-            }, "required": []}})).await.map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+            }, "required": []}})).await.map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
             Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
         }
         "test_tool_with_logging" => {
@@ -307,7 +307,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
                     json!({"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 100}),
                 )
                 .await
-                .map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+                .map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
             let t = r.get("content").and_then(|c| c.get("text")).and_then(Value::as_str).unwrap_or_default();
             Ok(text(format!("LLM response: {t}")))
         }
@@ -323,7 +323,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
                     }, "required": ["username", "email"]}}),
                 )
                 .await
-                .map_err(|e| RpcError::new(crate::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
+                .map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
             Ok(text(format!("User response: {r}")))
         }
         _ => Err(RpcError::invalid_params(format!("unknown tool {name:?}"))),

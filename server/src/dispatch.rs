@@ -1,0 +1,98 @@
+//! JSON-RPC dispatch: what the transport does with each message once the
+//! HTTP layer (`http/`) has checked, parsed and classified it. Nothing here
+//! knows about requests, headers or status codes; the same functions serve
+//! a POST and a WebSocket frame.
+
+use crate::config::SUPPORTED_VERSIONS;
+use crate::host::{LogLevel, RequestContext, SessionHandle};
+use crate::jsonrpc::{self, RpcError};
+use crate::state::{AppState, Conn};
+use gapless::StreamHandle;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The protocol version to answer an `initialize` asking for `asked`: the
+/// client's if it is served, else the newest served.
+pub(crate) fn negotiate(asked: &str) -> &'static str {
+    SUPPORTED_VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(SUPPORTED_VERSIONS[0])
+}
+
+/// The `initialize` result for a session on `version`.
+pub(crate) fn initialize_result(state: &AppState, version: &str) -> Value {
+    let mut result = json!({
+        "protocolVersion": version,
+        "capabilities": state.host.capabilities(),
+        "serverInfo": state.host.server_info(),
+    });
+    if let Some(i) = state.host.instructions() {
+        result["instructions"] = json!(i);
+    }
+    result
+}
+
+/// Handles a client notification (answered 202 over HTTP).
+pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &str, params: &Value) {
+    match method {
+        "notifications/initialized" => {}
+        "notifications/cancelled" => {
+            if let Some(id) = params.get("requestId") {
+                conn.cancel_request(id);
+            }
+        }
+        _ => state.host.on_notification(method, params, &SessionHandle { conn: Arc::clone(conn) }),
+    }
+}
+
+/// Publishes the priming event and spawns the handler, which publishes
+/// the request's notifications and finally its response on `stream`.
+pub(crate) fn start_request(
+    state: &AppState,
+    conn: &Arc<Conn>,
+    stream: &StreamHandle,
+    id: Value,
+    method: String,
+    params: Value,
+) {
+    let _ = conn.publish_now(stream, None);
+    let cancel = conn.start_request(&id);
+    let ctx = RequestContext {
+        conn: Arc::clone(conn),
+        stream: conn.session.pacer(stream),
+        progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
+        request_id: id.clone(),
+        cancel: cancel.clone(),
+    };
+    let host = Arc::clone(&state.host);
+    let conn = Arc::clone(conn);
+    let stream = stream.clone();
+    tokio::spawn(async move {
+        let outcome = match method.as_str() {
+            "ping" => Some(Ok(json!({}))),
+            "logging/setLevel" => {
+                Some(match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+                    Some(l) => {
+                        conn.set_log_level(l);
+                        Ok(json!({}))
+                    }
+                    None => Err(RpcError::invalid_params("level must be one of the MCP log levels")),
+                })
+            }
+            "initialize" => {
+                Some(Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized")))
+            }
+            _ => {
+                let fut = host.handle(method, params, ctx);
+                tokio::select! {
+                    r = fut => Some(r),
+                    // Cancelled: no response is sent (MCP cancellation).
+                    _ = cancel.cancelled() => None,
+                }
+            }
+        };
+        if let Some(outcome) = outcome {
+            let _ = conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)));
+        }
+        conn.finish_request(&id);
+        let _ = conn.session.end_stream(&stream);
+    });
+}

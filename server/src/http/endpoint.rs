@@ -1,0 +1,254 @@
+//! The Streamable HTTP endpoint (`docs/SPEC.md` §5): POST, GET, DELETE on
+//! one path. The request guard (`guard.rs`) has run; this file turns
+//! requests into sessions, streams and responses, and leaves what to do
+//! with each JSON-RPC message to `dispatch.rs`.
+
+use super::guard::{header, read_body, Accepts};
+use super::sse::SseBody;
+use crate::dispatch;
+use crate::error::ApiError;
+use crate::identity::Caller;
+use crate::jsonrpc::{self, classify, Incoming, RpcError};
+use crate::state::{AppState, Conn, Lane};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use gapless::ring::SnapshotError;
+use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, Subscription};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// The single MCP endpoint.
+pub(crate) async fn endpoint(State(state): State<Arc<AppState>>, req: Request) -> Response {
+    let result = match *req.method() {
+        Method::POST => post(state, req).await,
+        Method::GET => get(state, req).await,
+        // The guard let only POST, GET and DELETE through.
+        _ => delete(state, req).await,
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// What the guard stored: `Accept` and the caller.
+fn checked(req: &Request) -> (Accepts, Option<String>) {
+    let acc = *req.extensions().get::<Accepts>().expect("the guard runs first");
+    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    (acc, owner)
+}
+
+fn rpc_error_response(status: StatusCode, e: RpcError) -> Response {
+    (status, axum::Json(jsonrpc::response(&Value::Null, Err(e)))).into_response()
+}
+
+async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let (acc, owner) = checked(&req);
+    let sid = header(req.headers(), SESSION_HEADER).map(str::to_owned);
+    let body = read_body(&state, req.into_body()).await?;
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
+    let msg = match classify(value) {
+        Ok(m) => m,
+        Err(e) => return Ok(rpc_error_response(StatusCode::BAD_REQUEST, e)),
+    };
+    if let Incoming::Request { method, .. } = &msg {
+        if method == "initialize" && sid.is_none() {
+            return initialize(state, msg, acc, owner).await;
+        }
+    }
+    let sid = sid.ok_or_else(ApiError::missing_session)?;
+    let conn = state.conn(&sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+    if conn.session.is_migrated() {
+        return Err(ApiError::session_migrated());
+    }
+    conn.hub.touch(&conn.session);
+    match msg {
+        Incoming::Notification { method, params } => {
+            dispatch::handle_notification(&state, &conn, &method, &params);
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+        Incoming::Response { id, outcome } => {
+            conn.deliver_response(&id, outcome);
+            Ok(StatusCode::ACCEPTED.into_response())
+        }
+        Incoming::Request { id, method, params } => {
+            let stream = conn.session.open_stream().map_err(|_| ApiError::unknown_session())?;
+            dispatch::start_request(&state, &conn, &stream, id, method, params);
+            respond_on_stream(conn, stream, acc).await
+        }
+    }
+}
+
+/// Answers a request: SSE following its stream, or (client accepts only
+/// JSON) the response alone.
+async fn respond_on_stream(
+    conn: Arc<Conn>,
+    stream: StreamHandle,
+    acc: Accepts,
+) -> Result<Response, ApiError> {
+    let sub = conn.session.subscribe_stream(stream.id(), Seq(0)).map_err(|_| ApiError::unknown_session())?;
+    if acc.sse {
+        let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
+        return Ok(sse_response(conn, sub, stream, attach));
+    }
+    json_response(conn, sub, stream).await
+}
+
+/// The response of a JSON-only request: the last event of its stream. If
+/// events of the stream were evicted before it could be read (its own
+/// notifications overran the ring), the response is lost, and that is a
+/// 409 `gap_not_covered` with the numbers, never a 5xx.
+async fn json_response(
+    conn: Arc<Conn>,
+    mut sub: Subscription,
+    stream: StreamHandle,
+) -> Result<Response, ApiError> {
+    // The last event with a payload (the priming event has none), and the
+    // last event read at all.
+    let (mut last, mut read) = (None, Seq(0));
+    while let Some(item) = sub.recv().await {
+        match item {
+            Ok(e) => {
+                read = e.seq;
+                if !e.payload.is_empty() {
+                    last = Some(e);
+                }
+            }
+            Err(lag) => return Err(response_lost(&conn, &stream, read, lag)),
+        }
+    }
+    let e = last.ok_or_else(|| ApiError::new(ErrorKind::Internal, "request ended without a response"))?;
+    conn.session.reader().mark_delivered(&e);
+    let mut r = Response::new(Body::from(e.payload));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(r)
+}
+
+/// The 409 for a JSON-only response whose stream lost events after `after`
+/// (the last event read), with the numbers the ring gives.
+fn response_lost(conn: &Conn, stream: &StreamHandle, after: Seq, lag: gapless::Lagged) -> ApiError {
+    let (oldest, missing) = match conn.session.reader().snapshot_stream(stream.id(), after) {
+        Err(SnapshotError::Evicted { oldest, missing, .. }) => (oldest, missing),
+        _ => (lag.oldest, gapless::Missing::AtLeast(1)),
+    };
+    ApiError::new(
+        ErrorKind::GapNotCovered,
+        format!(
+            "{missing} event(s) of this request's stream were evicted before the response could be written \
+             (the ring is too small for what the request published); its response is lost"
+        ),
+    )
+    .with("cursor", Value::Null)
+    .with("oldest", json!(oldest.get()))
+    .with("missing", json!(missing.count()))
+}
+
+fn sse_response(
+    conn: Arc<Conn>,
+    sub: Subscription,
+    stream: StreamHandle,
+    attach: (u64, tokio_util::sync::CancellationToken),
+) -> Response {
+    let body = SseBody::new(conn, sub, stream.id(), attach);
+    let mut r = Response::new(Body::from_stream(body));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+async fn initialize(
+    state: Arc<AppState>,
+    msg: Incoming,
+    acc: Accepts,
+    owner: Option<String>,
+) -> Result<Response, ApiError> {
+    let Incoming::Request { id, params, .. } = msg else { unreachable!("checked by caller") };
+    let version = dispatch::negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
+    let session = state.hub.create(owner.as_deref())?;
+    let conn = Arc::new(Conn::new(
+        Arc::clone(&session),
+        Arc::clone(&state.hub),
+        Arc::clone(&state.config),
+        version.to_owned(),
+        &state.shutdown,
+    ));
+    state.insert(Arc::clone(&conn));
+    let result = dispatch::initialize_result(&state, version);
+    let sid = session.id().to_string();
+    let stream = session.open_stream().map_err(|_| ApiError::unknown_session())?;
+    let _ = conn.publish_now(&stream, None);
+    let _ = conn.publish_now(&stream, Some(&jsonrpc::response(&id, Ok(result))));
+    let _ = session.end_stream(&stream);
+    let mut r = respond_on_stream(conn, stream, acc).await?;
+    r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&sid).expect("hex id"));
+    Ok(r)
+}
+
+async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let (_, owner) = checked(&req);
+    let h = req.headers();
+    let sid = header(h, SESSION_HEADER);
+    if let Some(cursor) = h.get(LAST_EVENT_ID) {
+        // A resume (`docs/SPEC.md` §4.2), even with a non-UTF-8 cursor
+        // (malformed).
+        let cursor = cursor.to_str().unwrap_or("\u{0}");
+        let req = ResumeRequest { session_id: sid, cursor: Some(cursor), owner: owner.as_deref() };
+        let resume = state.hub.resume_stream(req)?;
+        let conn =
+            state.conn(sid.unwrap_or_default(), owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+        if conn.session.is_migrated() {
+            return Err(ApiError::session_migrated());
+        }
+        let stream = resume.stream.expect("stream resume");
+        let handle = conn.session.reader().handle(stream).ok_or_else(ApiError::unknown_session)?;
+        let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
+        let sub = resume.into_subscription();
+        return Ok(sse_response(conn, sub, handle, attach));
+    }
+    let sid = sid.ok_or_else(ApiError::missing_session)?;
+    let conn = state.conn(sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+    if conn.session.is_migrated() {
+        return Err(ApiError::session_migrated());
+    }
+    let standalone = conn.session.standalone().clone();
+    let lane = Lane::Stream(standalone.id());
+    let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
+    // Standalone events never delivered so far come first; a priming event
+    // only when there is no such backlog.
+    let info = standalone.info();
+    if info.high <= info.delivered {
+        let _ = conn.publish_now(&standalone, None);
+    }
+    let sub = conn.session.subscribe_stream(standalone.id(), info.delivered).map_err(|e| match e {
+        SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
+            ErrorKind::GapNotCovered,
+            format!(
+                "{missing} standalone event(s) from seq {wanted} were evicted before any GET stream was open"
+            ),
+        )
+        .with("cursor", Value::Null)
+        .with("oldest", json!(oldest.get()))
+        .with("missing", json!(missing.count())),
+        _ => ApiError::unknown_session(),
+    });
+    let sub = match sub {
+        Ok(s) => s,
+        Err(e) => {
+            conn.detach(lane, attach.0);
+            return Err(e);
+        }
+    };
+    Ok(sse_response(conn, sub, standalone, attach))
+}
+
+async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let (_, owner) = checked(&req);
+    let sid = header(req.headers(), SESSION_HEADER).ok_or_else(ApiError::missing_session)?;
+    let conn = state.conn(sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+    state.remove(&conn.session.id());
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,222 @@
+//! The request checks, applied once, as a layer on every route of the MCP
+//! router (the WebSocket upgrade and the socket included), before any
+//! handler runs. In this order:
+//!
+//! 1. the method the route serves (405 `method_not_allowed`, with `Allow`);
+//! 2. the total size of the headers (431 `headers_too_large`);
+//! 3. `Host` and `Origin` against DNS rebinding (403 `origin_not_allowed`);
+//! 4. for a POST, a JSON content type (415 `unsupported_media_type`);
+//! 5. for the endpoint, an `Accept` the method can answer (406
+//!    `not_acceptable`); what it allows goes to the handler;
+//! 6. for a POST, a declared `Content-Length` over the body limit (413
+//!    `payload_too_large`); the body itself is wrapped so that reading more
+//!    than the limit fails the same way;
+//! 7. an `MCP-Protocol-Version` header naming a version not served (400
+//!    `unsupported_protocol_version`);
+//!
+//! and then it resolves the caller's identity (see `identity.rs`) once.
+
+use crate::config::SUPPORTED_VERSIONS;
+use crate::error::ApiError;
+use crate::identity::{self, Caller};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use gapless::ErrorKind;
+use serde_json::json;
+use std::sync::Arc;
+
+/// Which route a request is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `P`: POST, GET, DELETE.
+    Endpoint,
+    /// `P/session/{id}/upgrade`: POST.
+    Upgrade,
+    /// `P/ws`: the WebSocket handshake (its own checks say what is wrong
+    /// with a request that is not one).
+    Socket,
+}
+
+/// What the client's `Accept` allows (the endpoint's POST answers JSON or
+/// SSE; its GET only SSE).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Accepts {
+    pub(crate) json: bool,
+    pub(crate) sse: bool,
+}
+
+pub(crate) fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The layer's function: checks, then the handler.
+pub(crate) async fn guard(
+    State((state, route)): State<(Arc<AppState>, Route)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match check(&state, route, &mut req) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiError> {
+    let method = req.method().clone();
+    match route {
+        Route::Endpoint if ![Method::POST, Method::GET, Method::DELETE].contains(&method) => {
+            return Err(ApiError::method_not_allowed("GET, POST, DELETE"))
+        }
+        Route::Upgrade if method != Method::POST => return Err(ApiError::method_not_allowed("POST")),
+        _ => {}
+    }
+    let h = req.headers();
+    check_origin(state, h)?;
+    let post = method == Method::POST;
+    if post {
+        let ct = header(h, header::CONTENT_TYPE.as_str()).unwrap_or("");
+        if !ct.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/json") {
+            return Err(ApiError::new(
+                ErrorKind::UnsupportedMediaType,
+                "POST bodies must be application/json",
+            ));
+        }
+    }
+    if route == Route::Endpoint {
+        let acc = accepts(h);
+        if post && !acc.json && !acc.sse {
+            return Err(ApiError::new(
+                ErrorKind::NotAcceptable,
+                "Accept must allow application/json or text/event-stream",
+            ));
+        }
+        if method == Method::GET && !acc.sse {
+            return Err(ApiError::new(ErrorKind::NotAcceptable, "GET needs Accept: text/event-stream"));
+        }
+        req.extensions_mut().insert(acc);
+    }
+    if post {
+        let limit = state.config.max_body_bytes;
+        let declared =
+            header(req.headers(), header::CONTENT_LENGTH.as_str()).and_then(|l| l.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limit as u64) {
+            return Err(ApiError::payload_too_large(limit));
+        }
+        let body = std::mem::take(req.body_mut());
+        *req.body_mut() = Body::new(http_body_util::Limited::new(body, limit));
+    }
+    check_version(req.headers())?;
+    let (parts, body) = std::mem::take(req).into_parts();
+    let caller = Caller(identity::resolve(&parts, state.identity.as_ref()));
+    *req = Request::from_parts(parts, body);
+    req.extensions_mut().insert(caller);
+    Ok(())
+}
+
+/// Reads a POST body that the guard limited; over the limit is 413.
+pub(crate) async fn read_body(state: &AppState, body: Body) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|_| ApiError::payload_too_large(state.config.max_body_bytes))
+}
+
+/// `Origin` and `Host` checks against DNS rebinding (403), and the header
+/// size limit (431).
+fn check_origin(state: &AppState, h: &HeaderMap) -> Result<(), ApiError> {
+    let size: usize = h.iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    if size > state.config.max_header_bytes {
+        return Err(ApiError::new(
+            ErrorKind::HeadersTooLarge,
+            format!("request headers total {size} bytes; the limit is {}", state.config.max_header_bytes),
+        ));
+    }
+    let forbidden = |what: &str| ApiError::new(ErrorKind::OriginNotAllowed, what.to_owned());
+    if let Some(host) = h.get(header::HOST) {
+        let host = host.to_str().map_err(|_| forbidden("Host header is not ASCII"))?;
+        if !host_allowed(state, host) {
+            return Err(forbidden(&format!("Host {host:?} is not allowed")));
+        }
+    }
+    if let Some(origin) = h.get(header::ORIGIN) {
+        let origin = origin.to_str().map_err(|_| forbidden("Origin header is not ASCII"))?;
+        if !origin_allowed(state, origin) {
+            return Err(forbidden(&format!("Origin {origin:?} is not allowed")));
+        }
+    }
+    Ok(())
+}
+
+fn check_version(h: &HeaderMap) -> Result<(), ApiError> {
+    match header(h, "mcp-protocol-version") {
+        Some(v) if !SUPPORTED_VERSIONS.contains(&v) => Err(ApiError::new(
+            ErrorKind::UnsupportedProtocolVersion,
+            format!("unsupported MCP-Protocol-Version {v:?}; supported: {}", SUPPORTED_VERSIONS.join(", ")),
+        )
+        .with("supported", json!(SUPPORTED_VERSIONS))),
+        _ => Ok(()),
+    }
+}
+
+fn strip_port(hostport: &str) -> &str {
+    if let Some(rest) = hostport.strip_prefix('[') {
+        // [v6]:port
+        return rest.split(']').next().map_or(hostport, |h| &hostport[..h.len() + 2]);
+    }
+    hostport.rsplit_once(':').map_or(hostport, |(h, p)| {
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            hostport
+        }
+    })
+}
+
+fn is_loopback_name(h: &str) -> bool {
+    matches!(h.to_ascii_lowercase().as_str(), "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn host_allowed(state: &AppState, host: &str) -> bool {
+    let name = strip_port(host);
+    let allowed = &state.config.allowed_hosts;
+    if allowed.iter().any(|a| a == "*" || a.eq_ignore_ascii_case(name)) {
+        return true;
+    }
+    is_loopback_name(name)
+}
+
+fn origin_allowed(state: &AppState, origin: &str) -> bool {
+    if state.config.allowed_origins.iter().any(|o| o == "*" || o.eq_ignore_ascii_case(origin)) {
+        return true;
+    }
+    if !state.config.allow_loopback_origins {
+        return false;
+    }
+    let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
+        return false;
+    };
+    !rest.contains('/') && is_loopback_name(strip_port(rest))
+}
+
+fn accepts(h: &HeaderMap) -> Accepts {
+    let Some(a) = header(h, header::ACCEPT.as_str()) else {
+        return Accepts { json: true, sse: true };
+    };
+    let mut r = Accepts { json: false, sse: false };
+    for part in a.split(',') {
+        let mt = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        match mt.as_str() {
+            "*/*" => {
+                r.json = true;
+                r.sse = true;
+            }
+            "application/json" | "application/*" => r.json = true,
+            "text/event-stream" | "text/*" => r.sse = true,
+            _ => {}
+        }
+    }
+    r
+}

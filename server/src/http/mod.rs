@@ -1,0 +1,36 @@
+//! The HTTP side: the router, the request guard every route passes through,
+//! and one file per route.
+//!
+//! | route | file |
+//! |---|---|
+//! | `P` (POST, GET, DELETE) | `endpoint.rs` (SSE bodies in `sse.rs`) |
+//! | `P/session/{id}/upgrade` (POST) | `upgrade.rs` |
+//! | `P/ws` (WebSocket) | `socket.rs` |
+
+mod endpoint;
+mod guard;
+mod socket;
+mod sse;
+mod upgrade;
+
+use crate::state::AppState;
+use axum::middleware::from_fn_with_state;
+use axum::routing::{any, MethodRouter};
+use axum::Router;
+use guard::Route;
+use std::sync::Arc;
+
+/// The MCP router: the three routes under `state.path`, each behind the
+/// guard, and no fallback (the application's own fallback merges).
+pub(crate) fn router(state: &Arc<AppState>) -> Router {
+    let base = state.path.trim_end_matches('/');
+    let endpoint = if base.is_empty() { "/".to_owned() } else { base.to_owned() };
+    let guarded = |route: Route, h: MethodRouter<Arc<AppState>>| {
+        h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
+    };
+    Router::new()
+        .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
+        .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
+        .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)))
+        .with_state(Arc::clone(state))
+}
