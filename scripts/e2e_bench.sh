@@ -23,7 +23,7 @@ if [[ "${1:-}" == "--write" ]]; then
 fi
 e2e="$root/benches/e2e"
 echo "== building gapless-server (release)" >&2
-cargo build --release --quiet -p gapless-server --manifest-path "$root/Cargo.toml" --target-dir "$root/target"
+cargo build --release --quiet -p gapless-server-bin --manifest-path "$root/Cargo.toml" --target-dir "$root/target"
 echo "== building rmcp-peer and gapless-load (release, separate workspace)" >&2
 cargo build --release --quiet --manifest-path "$e2e/Cargo.toml" --target-dir "$e2e/target"
 out="$e2e/target/e2e-report.md"

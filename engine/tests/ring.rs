@@ -4,6 +4,7 @@
 //! one fits (a `VecDeque` ring with the same two bounds). Sizes shrink under
 //! Miri (`cfg!(miri)`), which runs this file too (`scripts/miri.sh`).
 
+mod support;
 use bytes::Bytes;
 use gapless::ring::{
     ring, ConfigError, Coverage, Cursor, Lagged, Missing, Next, NextBatch, Producer, PublishError, Reader,
@@ -11,25 +12,9 @@ use gapless::ring::{
 };
 use gapless::{Seq, StreamId};
 use std::collections::VecDeque;
+use support::Rng;
 
 // ---------------------------------------------------------------- helpers
-
-/// splitmix64: enough randomness for payload sizes, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Scales an iteration count down under Miri.
 fn iters(native: u64, miri: u64) -> u64 {

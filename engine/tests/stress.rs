@@ -9,6 +9,7 @@
 //! Sizes stay small enough for a debug build on 2 cores, and shrink to a
 //! few hundred events under Miri (`scripts/miri.sh`).
 
+mod support;
 use bytes::Bytes;
 use gapless::ring::{
     ring, Coverage, Event, EventRef, Lagged, Missing, Next, Producer, Reader, RingConfig, Snapshot,
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
+use support::Rng;
 
 const STREAMS: u64 = 3;
 
@@ -71,19 +73,6 @@ fn check_event(e: &Event, pad: Pad) {
 
 fn check_ref(e: &EventRef<'_>, pad: Pad) {
     check(e.seq, e.stream, e.index_in_stream, e.payload, pad);
-}
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 /// Backs off while a cursor is `Pending`: spin a little, then yield.

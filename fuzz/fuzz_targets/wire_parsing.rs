@@ -1,7 +1,7 @@
 //! Arbitrary strings through every string parser of the engine's public
 //! API: `EventId::parse`, `event_id::parse_wire`, `SessionId::parse`,
 //! `Ticket::parse` and `client::RefusalKind::from_error`. None may panic;
-//! each must accept exactly what the grammar re-derived from SPEC §4.1 in
+//! each must accept exactly what the grammar re-derived from `docs/SPEC.md` §4.1 in
 //! `gapless_fuzz::wire` accepts; whatever parses re-encodes (Display) to
 //! exactly the input. (The engine has no parser for the upgrade body or the
 //! WebSocket frames; those live in the server.)

@@ -16,7 +16,7 @@
 //!   keeps a tombstone (first and last seq) of the newest 256 reclaimed,
 //!   fully delivered streams, which answers like the record would; the
 //!   targets open at most 40 streams per ring, so every reclaimed stream has
-//!   one and the SPEC's answer is expected exactly. Past that bound the
+//!   one and the contract's answer is expected exactly. Past that bound the
 //!   engine refuses a resume on such a stream with `Missing::Unknown` (not
 //!   modelled here). Migration: reclaimed streams that were not fully
 //!   delivered are remembered (`Reader::reclaimed_undelivered`), so row 6
@@ -113,7 +113,7 @@ pub enum Outcome {
 }
 
 /// What the reference accepts: any one of `any_of` (the first is the
-/// SPEC's own answer; others come from allowances A1–A4).
+/// the contract's own answer; others come from allowances A1–A4).
 #[derive(Clone, Debug)]
 pub struct Expected {
     /// Acceptable outcomes.

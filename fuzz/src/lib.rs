@@ -2,11 +2,11 @@
 //! `fuzz_targets/`. Each target drives the engine and one of these side by
 //! side and panics on the first divergence.
 //!
-//! * [`wire`]: the SPEC §4.1 event-id grammar, written from the spec text,
-//!   not from `engine/src/event_id.rs`.
+//! * [`wire`]: the `docs/SPEC.md` §4.1 event-id grammar, written from the spec text,
+//!   not from `engine/wire/src/event_id.rs`.
 //! * [`model_ring`]: a plain `VecDeque` ring with the same eviction rule
 //!   (count bound, byte budget, oldest first) and the full event history.
-//! * [`decide`]: the SPEC §4.2 decision table computed from that history,
+//! * [`decide`]: the `docs/SPEC.md` §4.2 decision table computed from that history,
 //!   with exactly the engine's documented blind spots as allowances.
 
 pub mod decide;

@@ -49,7 +49,7 @@ impl MStream {
     }
 
     /// Whether the engine may reclaim the record: it ended and every event
-    /// of it left the ring (SPEC §3.6; `Reader::stream` docs).
+    /// of it left the ring (`docs/SPEC.md` §3.6; `Reader::stream` docs).
     pub fn reclaimable(&self, oldest: u64) -> bool {
         self.ended && self.high() < oldest
     }

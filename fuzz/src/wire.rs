@@ -1,13 +1,13 @@
-//! The event-id grammar of SPEC §4.1, re-derived from the spec text.
+//! The event-id grammar of `docs/SPEC.md` §4.1, re-derived from the spec text.
 //!
 //! Generic wire form `<tag>-<seq>`: at most 128 bytes in all; `tag` is 1–40
 //! bytes of `[A-Za-z0-9_]`; `seq` is a decimal `u64` without leading zeros.
 //! gapless' own tags are `<ns>_<stream>`: 16 lowercase hex digits, `_`, a
 //! decimal stream id >= 1 without leading zeros.
 
-/// Longest event id in bytes (SPEC §4.2: "over 128 bytes" is malformed).
+/// Longest event id in bytes (`docs/SPEC.md` §4.2: "over 128 bytes" is malformed).
 pub const MAX_LEN: usize = 128;
-/// Longest tag in bytes (SPEC §4.1).
+/// Longest tag in bytes (`docs/SPEC.md` §4.1).
 pub const MAX_TAG_LEN: usize = 40;
 
 /// How a string fails to be one of our event ids.

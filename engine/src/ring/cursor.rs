@@ -12,7 +12,6 @@ use super::barrier;
 use super::batch::Batch;
 use super::chunk::Chunk;
 use super::event::Event;
-use super::reader::Reader;
 use super::shared::Shared;
 use super::stream::StreamRecord;
 use crate::sync::{fence, lock, Arc, Ordering};
@@ -344,8 +343,7 @@ fn skip_others_evicted(
     chunk: &mut Option<Arc<Chunk>>,
 ) -> bool {
     let Some(r) = stream else { return false };
-    let reader = Reader::new(Arc::clone(shared));
-    match reader.snapshot_stream(r.id, Seq(*next - 1)) {
+    match super::snapshot::pin_stream_after(shared, r.id, Seq(*next - 1)) {
         // The proof starts past `next` (at the oldest retained seq): move
         // there. A proof starting at `next` itself cannot happen (`next` is
         // evicted); treat it as a lag rather than loop.

@@ -7,7 +7,7 @@
 use super::cursor::Cursor;
 use super::event::Event;
 use super::shared::Shared;
-use super::snapshot::{missing_in_stream, Missing, Snapshot, SnapshotError};
+use super::snapshot::{self, Snapshot, SnapshotError};
 use super::stream::{StreamHandle, StreamInfo};
 use crate::sync::{Arc, Ordering};
 use gapless_wire::{Seq, StreamId};
@@ -190,74 +190,13 @@ impl Reader {
     /// Pins every event after `after` (the whole ring's gap for that cursor).
     /// The snapshot stays valid however far the ring moves on.
     pub fn snapshot(&self, after: Seq) -> Result<Snapshot, SnapshotError> {
-        let sh = &self.shared;
-        let head = sh.head();
-        if after.0 > head {
-            return Err(SnapshotError::Ahead { head: Seq(head) });
-        }
-        let evicted = |oldest: u64| SnapshotError::Evicted {
-            wanted: Seq(after.0 + 1),
-            oldest: Seq(oldest),
-            missing: Missing::Exact(oldest - 1 - after.0),
-        };
-        let oldest = sh.oldest();
-        if after.0 + 1 < oldest {
-            return Err(evicted(oldest));
-        }
-        if after.0 == head {
-            return Ok(Snapshot::empty(Arc::clone(sh), after.0, None));
-        }
-        // A chunk can only be missing if the producer evicted it after our
-        // `oldest` load; it stored the new `oldest` before clearing the slot.
-        Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| evicted(sh.oldest()))
+        snapshot::pin_after(&self.shared, after)
     }
 
     /// Pins every event of `stream` after `after` (a per-stream resume's
     /// gap). Events of the stream that were evicted make it fail; evicted
     /// events of *other* streams do not matter.
     pub fn snapshot_stream(&self, stream: StreamId, after: Seq) -> Result<Snapshot, SnapshotError> {
-        let sh = &self.shared;
-        let rec = sh.stream(stream).ok_or(SnapshotError::UnknownStream { stream })?;
-        // Cells up to `hi` are written and visible once we read `hi` with
-        // Acquire (the producer writes the cell, then `high`), so `to` may
-        // exceed the head we read.
-        let hi = rec.high.load(Ordering::Acquire);
-        let to = sh.head().max(hi);
-        if after.0 > to {
-            return Err(SnapshotError::Ahead { head: Seq(to) });
-        }
-        let q = after.0;
-        for _ in 0..64 {
-            let oldest = sh.oldest();
-            let from = (q + 1).max(oldest);
-            let snap = if from > to {
-                Snapshot::empty(Arc::clone(sh), to, Some(stream))
-            } else {
-                match Snapshot::pin(sh, from, to, Some(stream)) {
-                    Some(s) => s,
-                    None => continue, // evicted under us: the window moved, look again
-                }
-            };
-            if from == q + 1 {
-                return Ok(snap);
-            }
-            // Seqs q+1 .. from-1 are gone: prove none of them was ours. The
-            // newest event of ours before `from` is the first retained one's
-            // predecessor, or (none retained) our high-water mark.
-            let before_from = match snap.first() {
-                Some(f) => snap.prev_in_stream(f.0),
-                None => hi,
-            };
-            if before_from <= q {
-                return Ok(snap);
-            }
-            return Err(SnapshotError::Evicted {
-                wanted: Seq(q + 1),
-                oldest: Seq(oldest),
-                missing: missing_in_stream(&rec, q, &snap),
-            });
-        }
-        let oldest = sh.oldest();
-        Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing: Missing::AtLeast(1) })
+        snapshot::pin_stream_after(&self.shared, stream, after)
     }
 }

@@ -5,7 +5,7 @@ use super::chunk::Chunk;
 use super::event::EventRef;
 use super::shared::Shared;
 use super::stream::StreamRecord;
-use crate::sync::Arc;
+use crate::sync::{Arc, Ordering};
 use gapless_wire::{Seq, StreamId};
 use std::fmt;
 
@@ -347,7 +347,7 @@ impl<'a> Iterator for SnapshotIter<'a> {
 /// `q`: exact when `q` is the mark, a lower bound below it. Above the mark
 /// `q`'s position is unknown and the bound is 1. The caller only asks when at
 /// least one is missing.
-pub(super) fn missing_in_stream(rec: &StreamRecord, q: u64, snap: &Snapshot) -> Missing {
+fn missing_in_stream(rec: &StreamRecord, q: u64, snap: &Snapshot) -> Missing {
     use crate::sync::Ordering::Acquire;
     // `delivered` before its index: the index is raised first, so the index
     // read is at least the one of the mark read (never an overcount).
@@ -366,4 +366,79 @@ pub(super) fn missing_in_stream(rec: &StreamRecord, q: u64, snap: &Snapshot) -> 
     } else {
         Missing::AtLeast(n)
     }
+}
+
+/// Pins every event after `after`: [`Reader::snapshot`](super::Reader::snapshot).
+pub(super) fn pin_after(sh: &Arc<Shared>, after: Seq) -> Result<Snapshot, SnapshotError> {
+    let head = sh.head();
+    if after.0 > head {
+        return Err(SnapshotError::Ahead { head: Seq(head) });
+    }
+    let evicted = |oldest: u64| SnapshotError::Evicted {
+        wanted: Seq(after.0 + 1),
+        oldest: Seq(oldest),
+        missing: Missing::Exact(oldest - 1 - after.0),
+    };
+    let oldest = sh.oldest();
+    if after.0 + 1 < oldest {
+        return Err(evicted(oldest));
+    }
+    if after.0 == head {
+        return Ok(Snapshot::empty(Arc::clone(sh), after.0, None));
+    }
+    // A chunk can only be missing if the producer evicted it after our
+    // `oldest` load; it stored the new `oldest` before clearing the slot.
+    Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| evicted(sh.oldest()))
+}
+
+/// Pins every event of `stream` after `after`, with the predecessor proof
+/// for evicted seqs of other streams:
+/// [`Reader::snapshot_stream`](super::Reader::snapshot_stream).
+pub(super) fn pin_stream_after(
+    sh: &Arc<Shared>,
+    stream: StreamId,
+    after: Seq,
+) -> Result<Snapshot, SnapshotError> {
+    let rec = sh.stream(stream).ok_or(SnapshotError::UnknownStream { stream })?;
+    // Cells up to `hi` are written and visible once we read `hi` with
+    // Acquire (the producer writes the cell, then `high`), so `to` may
+    // exceed the head we read.
+    let hi = rec.high.load(Ordering::Acquire);
+    let to = sh.head().max(hi);
+    if after.0 > to {
+        return Err(SnapshotError::Ahead { head: Seq(to) });
+    }
+    let q = after.0;
+    for _ in 0..64 {
+        let oldest = sh.oldest();
+        let from = (q + 1).max(oldest);
+        let snap = if from > to {
+            Snapshot::empty(Arc::clone(sh), to, Some(stream))
+        } else {
+            match Snapshot::pin(sh, from, to, Some(stream)) {
+                Some(s) => s,
+                None => continue, // evicted under us: the window moved, look again
+            }
+        };
+        if from == q + 1 {
+            return Ok(snap);
+        }
+        // Seqs q+1 .. from-1 are gone: prove none of them was ours. The
+        // newest event of ours before `from` is the first retained one's
+        // predecessor, or (none retained) our high-water mark.
+        let before_from = match snap.first() {
+            Some(f) => snap.prev_in_stream(f.0),
+            None => hi,
+        };
+        if before_from <= q {
+            return Ok(snap);
+        }
+        return Err(SnapshotError::Evicted {
+            wanted: Seq(q + 1),
+            oldest: Seq(oldest),
+            missing: missing_in_stream(&rec, q, &snap),
+        });
+    }
+    let oldest = sh.oldest();
+    Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing: Missing::AtLeast(1) })
 }

@@ -4,11 +4,17 @@
 //! table ([`Hub::resume_stream`], [`Hub::check_migration`]), migration
 //! tickets ([`Hub::migrate`], [`Hub::redeem`]) and pacing state.
 //!
-//! This layer sits on [`crate::ring`](mod@crate::ring) and knows nothing of the async layer
-//! ([`crate::subscription`]) or of HTTP. It uses `std::sync` directly: the
-//! loom shim belongs to the ring.
+//! This layer sits on [`crate::ring`](mod@crate::ring) and knows nothing of
+//! the async layer above it (`subscription`) or of HTTP. It uses `std::sync`
+//! directly: the loom shim belongs to the ring.
+//!
+//! Its files import each other in one direction only: `secret`, `ticket`
+//! and `pace` (state) under `session` (one session) under `hub` under
+//! `resume` (the decision table, `impl Hub`) under `migrate` (tickets
+//! issued and redeemed, `impl Hub`).
 
 mod hub;
+mod migrate;
 #[cfg(feature = "tokio")]
 mod pace;
 mod resume;
@@ -20,6 +26,7 @@ mod session;
 mod ticket;
 
 pub use hub::{ConnectionGuard, Hub, HubConfig, SessionError};
+pub use migrate::{IssuedTicket, MigrateError, Migration};
 #[cfg(feature = "tokio")]
 pub(crate) use pace::PaceGate;
 #[cfg(feature = "tokio")]
@@ -27,7 +34,7 @@ pub use pace::Pacer;
 pub use resume::{Refusal, Resume, ResumeRequest};
 pub use secret::SessionId;
 pub use session::{Session, SessionPublishError};
-pub use ticket::{IssuedTicket, MigrateError, Migration, Ticket, TicketError};
+pub use ticket::{Ticket, TicketError};
 
 /// Locks a std mutex, ignoring poisoning: every critical section of this
 /// layer leaves its data consistent before anything in it can panic.

@@ -6,7 +6,7 @@
 //!
 //! The state lives here, in the session layer: each stream's [`PaceGate`]
 //! (attached readers, their progress, the waiting publishers) and the
-//! session's own gate. Subscriptions (`crate::subscription`) attach to a
+//! session's own gate. Subscriptions (the async layer above) attach to a
 //! gate and record their progress in it.
 //!
 //! The handshake between a waiting publisher and a consuming reader is a
@@ -15,10 +15,8 @@
 //! and then reads `producers_waiting`. One of the two sees the other.
 
 use super::lock;
-use super::session::{Session, SessionPublishError};
-use crate::ring::StreamHandle;
-use bytes::Bytes;
-use gapless_wire::{Seq, StreamId};
+use crate::ring::{Reader, StreamHandle};
+use gapless_wire::StreamId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -63,8 +61,8 @@ impl PaceTable {
     /// Attaches a subscription that has already taken the stream's events
     /// up to position `consumed`; `None` if the stream has ended (nothing
     /// more can be published on it, so there is nothing to pace).
-    pub(crate) fn attach(&self, session: &Session, stream: StreamId, consumed: u64) -> Option<Arc<PaceGate>> {
-        let ended = || session.reader().stream(stream).map_or(true, |i| i.ended);
+    pub(crate) fn attach(&self, reader: &Reader, stream: StreamId, consumed: u64) -> Option<Arc<PaceGate>> {
+        let ended = || reader.stream(stream).map_or(true, |i| i.ended);
         if ended() {
             return None;
         }
@@ -101,77 +99,13 @@ impl PaceTable {
 /// times without touching the session's gate table.
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    gate: Arc<PaceGate>,
-    stream: StreamHandle,
+    pub(super) gate: Arc<PaceGate>,
+    pub(super) stream: StreamHandle,
 }
 
 impl Pacer {
     /// The stream it publishes on.
     pub fn stream(&self) -> &StreamHandle {
         &self.stream
-    }
-}
-
-impl Session {
-    /// The pacing handle of `stream` (see [`Session::publish_paced_with`]).
-    pub fn pacer(&self, stream: &StreamHandle) -> Pacer {
-        Pacer { gate: self.pace.gate(stream.id()), stream: stream.clone() }
-    }
-
-    /// Publishes on `stream`, first waiting (asynchronously) while a
-    /// subscriber attached to it has `high_water` or more of the stream's
-    /// events unread, so that it never lags by more than `high_water`
-    /// (at least 1). Never waits when none is attached; the wait ends when
-    /// the subscriber catches up or detaches, or the session closes.
-    pub async fn publish_paced(
-        &self,
-        stream: &StreamHandle,
-        payload: Bytes,
-        high_water: u64,
-    ) -> Result<Seq, SessionPublishError> {
-        self.publish_paced_with(&self.pacer(stream), payload, high_water).await
-    }
-
-    /// [`Session::publish_paced`] through a [`Pacer`] obtained once: with no
-    /// attached subscriber this costs one atomic load beyond a plain publish.
-    pub async fn publish_paced_with(
-        &self,
-        pacer: &Pacer,
-        payload: Bytes,
-        high_water: u64,
-    ) -> Result<Seq, SessionPublishError> {
-        let (gate, stream) = (&*pacer.gate, &pacer.stream);
-        let session_gate = &*self.pace.session;
-        let high_water = high_water.max(1);
-        // The stream's attached reader, or a whole-session one, lags.
-        let stream_lags = || {
-            gate.attached.load(SeqCst) > 0
-                && stream.published().saturating_sub(gate.consumed.load(SeqCst)) >= high_water
-        };
-        let session_lags = || {
-            session_gate.attached.load(SeqCst) > 0
-                && self.reader().head().0.saturating_sub(session_gate.consumed.load(SeqCst)) >= high_water
-        };
-        loop {
-            let (g, lags): (&PaceGate, &dyn Fn() -> bool) = if stream_lags() {
-                (gate, &stream_lags)
-            } else if session_lags() {
-                (session_gate, &session_lags)
-            } else {
-                break;
-            };
-            if self.is_closed() {
-                break;
-            }
-            let notified = g.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            g.producers_waiting.fetch_add(1, SeqCst);
-            if lags() && !self.is_closed() {
-                notified.await;
-            }
-            g.producers_waiting.fetch_sub(1, SeqCst);
-        }
-        self.publish(stream, payload)
     }
 }

@@ -4,6 +4,8 @@
 //! go through the session's [`Reader`] and never take that mutex.
 
 use super::lock;
+#[cfg(feature = "tokio")]
+use super::pace::{PaceGate, Pacer};
 use super::secret::{random_namespace, SessionId};
 use super::ticket::TicketBook;
 use crate::ring::{Producer, PublishError, Reader, StreamHandle};
@@ -89,7 +91,7 @@ impl Session {
             connections: AtomicUsize::new(0),
             migrated: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            tickets: TicketBook::default(),
+            tickets: TicketBook::new(id),
             #[cfg(feature = "tokio")]
             pace: Default::default(),
         }
@@ -180,5 +182,72 @@ impl Session {
         self.tickets.clear();
         #[cfg(feature = "tokio")]
         self.pace.wake_all();
+    }
+}
+
+/// Paced publishing (`docs/SPEC.md` §3.8; the gates are in `pace.rs`).
+#[cfg(feature = "tokio")]
+impl Session {
+    /// The pacing handle of `stream` (see [`Session::publish_paced_with`]).
+    pub fn pacer(&self, stream: &StreamHandle) -> Pacer {
+        Pacer { gate: self.pace.gate(stream.id()), stream: stream.clone() }
+    }
+
+    /// Publishes on `stream`, first waiting (asynchronously) while a
+    /// subscriber attached to it has `high_water` or more of the stream's
+    /// events unread, so that it never lags by more than `high_water`
+    /// (at least 1). Never waits when none is attached; the wait ends when
+    /// the subscriber catches up or detaches, or the session closes.
+    pub async fn publish_paced(
+        &self,
+        stream: &StreamHandle,
+        payload: Bytes,
+        high_water: u64,
+    ) -> Result<Seq, SessionPublishError> {
+        self.publish_paced_with(&self.pacer(stream), payload, high_water).await
+    }
+
+    /// [`Session::publish_paced`] through a [`Pacer`] obtained once: with no
+    /// attached subscriber this costs one atomic load beyond a plain publish.
+    pub async fn publish_paced_with(
+        &self,
+        pacer: &Pacer,
+        payload: Bytes,
+        high_water: u64,
+    ) -> Result<Seq, SessionPublishError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (gate, stream) = (&*pacer.gate, &pacer.stream);
+        let session_gate = &*self.pace.session;
+        let high_water = high_water.max(1);
+        // The stream's attached reader, or a whole-session one, lags.
+        let stream_lags = || {
+            gate.attached.load(SeqCst) > 0
+                && stream.published().saturating_sub(gate.consumed.load(SeqCst)) >= high_water
+        };
+        let session_lags = || {
+            session_gate.attached.load(SeqCst) > 0
+                && self.reader().head().0.saturating_sub(session_gate.consumed.load(SeqCst)) >= high_water
+        };
+        loop {
+            let (g, lags): (&PaceGate, &dyn Fn() -> bool) = if stream_lags() {
+                (gate, &stream_lags)
+            } else if session_lags() {
+                (session_gate, &session_lags)
+            } else {
+                break;
+            };
+            if self.is_closed() {
+                break;
+            }
+            let notified = g.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            g.producers_waiting.fetch_add(1, SeqCst);
+            if lags() && !self.is_closed() {
+                notified.await;
+            }
+            g.producers_waiting.fetch_sub(1, SeqCst);
+        }
+        self.publish(stream, payload)
     }
 }

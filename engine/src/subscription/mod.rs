@@ -292,7 +292,7 @@ impl Resume {
         match self.stream {
             Some(s) => {
                 let mut sub = Subscription::new(session.reader(), self.snapshot);
-                sub.gate = session.pace.attach(&session, s, consumed);
+                sub.gate = session.pace.attach(session.reader(), s, consumed);
                 sub
             }
             None => session_subscription(&session, self.snapshot),
@@ -334,7 +334,7 @@ impl Session {
         let snapshot = self.reader().snapshot_stream(stream, after)?;
         let consumed = replay_start(self, &snapshot);
         let mut sub = Subscription::new(self.reader(), snapshot);
-        sub.gate = self.pace.attach(self, stream, consumed);
+        sub.gate = self.pace.attach(self.reader(), stream, consumed);
         Ok(sub)
     }
 }

@@ -40,16 +40,7 @@ async fn initialize_and_tool_call_stream_every_event_in_order() {
 async fn json_only_client_gets_the_response_as_json() {
     let s = start(ServerConfig::default()).await;
     let sid = s.initialize().await;
-    let r = s
-        .http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-session-id", &sid)
-        .body(json!({"jsonrpc":"2.0","id":5,"method":"ping"}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = s.post_accepting(&sid, json!({"jsonrpc":"2.0","id":5,"method":"ping"}), "application/json").await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(r.headers(), "content-type").unwrap(), "application/json");
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"jsonrpc":"2.0","id":5,"result":{}}));
@@ -66,27 +57,12 @@ async fn json_only_response_evicted_by_its_own_notifications_is_a_409() {
     let sid = s.initialize().await;
     let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
         "params":{"name":"emit_events","arguments":{"count": 50, "payload_bytes": 65536}}});
-    let r = s
-        .http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-session-id", &sid)
-        .body(call.to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = s.post_accepting(&sid, call, "application/json").await;
     let b = expect_error(r, 409, "gap_not_covered").await;
     assert_eq!(b["cursor"], Value::Null, "{b}");
     assert!(b["oldest"].as_u64() > Some(1) && b["missing"].as_u64() >= Some(1), "{b}");
     // The session is fine: the next request is answered.
-    let r = s
-        .post_with(
-            Some(&sid),
-            json!({"jsonrpc":"2.0","id":8,"method":"ping"}),
-            &[("accept", "application/json")],
-        )
-        .await;
+    let r = s.post_accepting(&sid, json!({"jsonrpc":"2.0","id":8,"method":"ping"}), "application/json").await;
     assert_eq!(r.status(), 200);
 }
 
@@ -192,7 +168,7 @@ async fn standalone_backlog_is_kept_until_a_get_opens_and_second_get_is_busy() {
     }
 }
 
-/// SPEC §4.2, row by row, over HTTP.
+/// `docs/SPEC.md` §4.2, row by row, over HTTP.
 #[tokio::test]
 async fn decision_table_refusals_over_http() {
     let s = start(small_ring(16)).await;
@@ -287,7 +263,7 @@ async fn deleted_and_recreated_session_refuses_old_cursor() {
     assert!(b.get("cursor").is_none() || b["cursor"].is_string());
 }
 
-/// SPEC §5's transport refusals.
+/// `docs/SPEC.md` §5's transport refusals.
 #[tokio::test]
 async fn transport_refusals_have_status_and_json_body() {
     let mut cfg = ServerConfig::default();
@@ -309,17 +285,7 @@ async fn transport_refusals_have_status_and_json_body() {
         s.post_with(Some(&sid), ping.clone(), &[("mcp-protocol-version", "2025-03-26")]).await.status(),
         200
     );
-    let r = s
-        .http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "text/html")
-        .header("mcp-session-id", &sid)
-        .body(ping.to_string())
-        .send()
-        .await
-        .unwrap();
-    expect_error(r, 406, "not_acceptable").await;
+    expect_error(s.post_accepting(&sid, ping.clone(), "text/html").await, 406, "not_acceptable").await;
     let r = s
         .http
         .get(&s.url)

@@ -4,7 +4,7 @@
 //! It is rmcp 3.x's stock Streamable HTTP server — `StreamableHttpService`
 //! (its tower service, mounted in axum) with the default
 //! `LocalSessionManager` and `StreamableHttpServerConfig::default()` — and one
-//! tool, `emit_events`, implemented as closely to gapless-server's (SPEC §5.1)
+//! tool, `emit_events`, implemented as closely to gapless-server's (`docs/SPEC.md` §5.1)
 //! as rmcp allows:
 //!
 //! - arguments `{count, interval_ms = 0, payload_bytes = 16, target}` with the

@@ -134,6 +134,19 @@ impl TestServer {
         r.send().await.unwrap()
     }
 
+    /// POSTs `body` on session `sid` with this `Accept` header only.
+    pub async fn post_accepting(&self, sid: &str, body: Value, accept: &str) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-session-id", sid)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Initializes a session; returns its id.
     pub async fn initialize(&self) -> String {
         let r = self

@@ -1,0 +1,118 @@
+//! Migration (`docs/SPEC.md` §4.3): the decision table's migration check
+//! ([`Hub::check_migration`]), then a ticket that pins the granted gap
+//! until the WebSocket redeems it.
+
+use super::hub::{Hub, SessionError};
+use super::resume::{Refusal, ResumeRequest};
+use super::secret::SessionId;
+use super::session::Session;
+use super::ticket::{Ticket, TicketError};
+use crate::ring::Snapshot;
+use gapless_wire::{EventId, Seq};
+use std::fmt;
+use std::sync::Arc;
+
+/// A redeemed ticket: the pinned gap after `cursor`, to be replayed before
+/// live events of the whole session.
+#[derive(Debug)]
+pub struct Migration {
+    /// The session.
+    pub session: Arc<Session>,
+    /// The client's cursor (its contiguous processed prefix).
+    pub cursor: Seq,
+    /// Every event after `cursor` up to the moment the ticket was issued,
+    /// pinned. Its first seq is `cursor + 1` when it is not empty.
+    pub snapshot: Snapshot,
+}
+
+/// A freshly issued ticket and what it will replay.
+#[derive(Debug, Clone)]
+pub struct IssuedTicket {
+    /// The session it migrates.
+    pub session: Arc<Session>,
+    /// The secret to present on the WebSocket request.
+    pub ticket: Ticket,
+    /// The client's cursor.
+    pub cursor: Seq,
+    /// Id of the first replayed event, `None` if the gap is empty.
+    pub replay_from: Option<EventId>,
+    /// Events in the pinned gap.
+    pub replay_count: usize,
+}
+
+/// Why a migration was not granted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MigrateError {
+    /// The decision table refused it.
+    Refused(Refusal),
+    /// No ticket could be issued.
+    Ticket(TicketError),
+}
+
+impl fmt::Display for MigrateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MigrateError::Refused(r) => r.fmt(f),
+            MigrateError::Ticket(t) => t.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for MigrateError {}
+
+impl Hub {
+    /// The migration of `docs/SPEC.md` §4.3: [`Hub::check_migration`] for
+    /// the whole session after the request's cursor (`None` = processed
+    /// nothing) and, if granted, a ticket that pins the gap. A session holds
+    /// at most `max_tickets` live tickets.
+    pub fn migrate(&self, req: ResumeRequest<'_>) -> Result<IssuedTicket, MigrateError> {
+        let r = self.check_migration(req).map_err(MigrateError::Refused)?;
+        let (session, snapshot) = (r.session, r.snapshot);
+        let replay_from = snapshot.first().map(|s| {
+            let stream = snapshot.iter().next().map(|e| e.stream).expect("non-empty snapshot");
+            session.event_id(stream, s)
+        });
+        let replay_count = snapshot.len();
+        let now = self.now_ms();
+        let config = self.config();
+        let ticket = self
+            .tickets
+            .issue(
+                &session.tickets,
+                r.after,
+                snapshot,
+                now,
+                now + config.ticket_ttl.as_millis() as u64,
+                config.max_tickets,
+            )
+            .map_err(MigrateError::Ticket)?;
+        Ok(IssuedTicket { session, ticket, cursor: r.after, replay_from, replay_count })
+    }
+
+    /// Redeems a ticket (once). `session` restricts it to one session (a
+    /// ticket of another one is `Foreign`); `owner` is the caller identity,
+    /// which must match the session's.
+    pub fn redeem(
+        &self,
+        ticket: &str,
+        session: Option<&SessionId>,
+        owner: Option<&str>,
+    ) -> Result<Migration, TicketError> {
+        let t = Ticket::parse(ticket).ok_or(TicketError::Unknown)?;
+        let now = self.now_ms();
+        let (sid, expires) = self.tickets.lookup(&t).ok_or(TicketError::Unknown)?;
+        if session.is_some_and(|s| *s != sid) {
+            return Err(TicketError::Foreign);
+        }
+        let s = match self.get(&sid, owner) {
+            Ok(s) => s,
+            Err(SessionError::Unknown) if self.get_any(&sid).is_some() => return Err(TicketError::Foreign),
+            Err(_) => return Err(TicketError::Unknown),
+        };
+        if expires <= now {
+            return Err(TicketError::Expired);
+        }
+        let (cursor, snapshot) = s.tickets.take(&t)?;
+        Ok(Migration { session: s, cursor, snapshot })
+    }
+}
