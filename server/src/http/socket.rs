@@ -71,7 +71,8 @@ fn close_frame(code: u16, reason: String) -> Message {
 /// Close 4409 before any hole is sent; plain seqs fit the 123-byte reason.
 fn fell_behind(lag: gapless::Lagged) -> Message {
     let reason = format!(
-        "{{\"error\":\"gap_not_covered\",\"next\":{},\"oldest\":{}}}",
+        "{{\"error\":\"{}\",\"next\":{},\"oldest\":{}}}",
+        ErrorKind::GapNotCovered.as_str(),
         lag.wanted.get(),
         lag.oldest.get()
     );
