@@ -160,7 +160,7 @@ impl Hub {
             if reserved {
                 self.count.fetch_sub(1, Ordering::AcqRel);
             }
-            old.close();
+            self.end(&old);
         }
         Ok(session)
     }
@@ -202,8 +202,16 @@ impl Hub {
     pub fn remove(&self, id: &SessionId) -> Option<Arc<Session>> {
         let s = lock(self.shard(id)).remove(id)?;
         self.count.fetch_sub(1, Ordering::AcqRel);
-        s.close();
+        self.end(&s);
         Some(s)
+    }
+
+    /// Ends a session that left the map: its streams end, its readers see
+    /// the ring close, and its tickets go from the hub's index too (which
+    /// would otherwise keep one entry per ticket of every deleted session).
+    fn end(&self, s: &Session) {
+        s.close();
+        self.tickets.forget(&s.tickets);
     }
 
     fn expired(&self, s: &Session) -> Option<Duration> {
@@ -229,7 +237,7 @@ impl Hub {
             };
             for s in dead {
                 self.count.fetch_sub(1, Ordering::AcqRel);
-                s.close();
+                self.end(&s);
                 n += 1;
             }
         }

@@ -116,3 +116,45 @@ impl Hub {
         Ok(Migration { session: s, cursor, snapshot })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Hub, HubConfig, ResumeRequest};
+
+    /// Tickets of sessions that ended, however they ended (deleted,
+    /// replaced under the same id, expired), leave the hub's index: it
+    /// holds only the tickets of live sessions.
+    #[test]
+    fn ended_sessions_leave_no_ticket_behind() {
+        let hub = Hub::new(HubConfig {
+            idle_timeout: std::time::Duration::from_millis(300),
+            ..HubConfig::default()
+        })
+        .unwrap();
+        let issue = |hub: &Hub, s: &crate::Session| {
+            let sid = s.id().to_string();
+            for _ in 0..3 {
+                hub.migrate(ResumeRequest::new(&sid)).unwrap();
+            }
+        };
+        let (a, b, c) = (hub.create(None).unwrap(), hub.create(None).unwrap(), hub.create(None).unwrap());
+        for s in [&a, &b, &c] {
+            issue(&hub, s);
+        }
+        assert_eq!(hub.tickets.len(), 9);
+        hub.remove(&a.id());
+        assert_eq!(hub.tickets.len(), 6, "deleted");
+        hub.create_with_id(b.id(), None).unwrap();
+        assert_eq!(hub.tickets.len(), 3, "replaced");
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(hub.sweep_idle(), 2, "c, and b's new incarnation");
+        assert_eq!(hub.tickets.len(), 0, "expired");
+        // Many sessions come and go: the index does not grow with them.
+        for _ in 0..200 {
+            let s = hub.create(None).unwrap();
+            issue(&hub, &s);
+            hub.remove(&s.id());
+        }
+        assert_eq!(hub.tickets.len(), 0);
+    }
+}

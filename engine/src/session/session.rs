@@ -166,7 +166,9 @@ impl Session {
     /// Closes the session: drops the producer (followers of the whole ring
     /// see `End`, stream followers too once their stream is ended) and ends
     /// every stream.
-    pub(crate) fn close(&self) {
+    /// Its tickets are the hub's to drop (`Hub::end`), with their index
+    /// entries.
+    pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let producer = lock(&self.writer).take();
         if let Some(mut p) = producer {
@@ -179,7 +181,6 @@ impl Session {
             }
             drop(p);
         }
-        self.tickets.clear();
         #[cfg(feature = "tokio")]
         self.pace.wake_all();
     }

@@ -93,10 +93,6 @@ impl TicketBook {
         TicketBook { session, entries: Mutex::new(Vec::new()) }
     }
 
-    pub(crate) fn clear(&self) {
-        lock(&self.entries).clear();
-    }
-
     /// Takes the pinned gap of `ticket` (once): its cursor and snapshot.
     pub(super) fn take(&self, ticket: &Ticket) -> Result<(Seq, Snapshot), TicketError> {
         let mut entries = lock(&self.entries);
@@ -143,6 +139,20 @@ impl TicketIndex {
         index.insert(ticket.0, (book.session, expires_ms));
         entries.push(Entry { ticket, cursor, snapshot: Some(snapshot), expires_ms });
         Ok(ticket)
+    }
+
+    /// Drops every ticket of `book` (its session ended), here and there.
+    pub(super) fn forget(&self, book: &TicketBook) {
+        let mut entries = lock(&book.entries);
+        let mut index = lock(&self.map);
+        for e in entries.drain(..) {
+            index.remove(&e.ticket.0);
+        }
+    }
+
+    /// Tickets in the index (all sessions).
+    pub(super) fn len(&self) -> usize {
+        lock(&self.map).len()
     }
 
     /// The session a ticket was issued for, and when it expires.
