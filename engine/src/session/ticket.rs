@@ -151,6 +151,7 @@ impl TicketIndex {
     }
 
     /// Tickets in the index (all sessions).
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         lock(&self.map).len()
     }
