@@ -12,6 +12,11 @@ pub struct ServerConfig {
     pub sse_retry: Duration,
     /// Largest accepted request body (default 4 MiB).
     pub max_body_bytes: usize,
+    /// A request body must have arrived whole within this long after the
+    /// handler starts reading it (default 30 s): a body that never ends, or
+    /// stops short of its `Content-Length`, is answered 408
+    /// `request_timeout` instead of holding its connection.
+    pub body_read_timeout: Duration,
     /// Largest accepted total size of request headers (default 16 KiB).
     pub max_header_bytes: usize,
     /// Allowed `Origin` values (exact, e.g. `https://app.example`). Origins
@@ -43,6 +48,7 @@ impl Default for ServerConfig {
             hub,
             sse_retry: Duration::from_millis(1000),
             max_body_bytes: 4 << 20,
+            body_read_timeout: Duration::from_secs(30),
             max_header_bytes: 16 << 10,
             allowed_origins: Vec::new(),
             allow_loopback_origins: true,

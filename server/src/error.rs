@@ -133,6 +133,12 @@ impl IntoResponse for ApiError {
         if let Some(a) = self.allow {
             r.headers_mut().insert(axum::http::header::ALLOW, HeaderValue::from_static(a));
         }
+        // The request's body was not read to its end: the connection cannot
+        // carry another request, so say so and let hyper close it instead of
+        // waiting for the rest.
+        if matches!(self.kind, ErrorKind::RequestTimeout | ErrorKind::PayloadTooLarge) {
+            r.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+        }
         r
     }
 }

@@ -70,6 +70,7 @@ pub mod host;
 mod http;
 mod identity;
 pub mod jsonrpc;
+mod serve;
 mod state;
 
 pub use config::{ServerConfig, SUPPORTED_VERSIONS};
@@ -77,6 +78,7 @@ pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
 pub use identity::{CallerIdentity, IdentityFn};
 pub use jsonrpc::RpcError;
+pub use serve::ServeConfig;
 
 use axum::Router;
 use gapless::ring::ConfigError;

@@ -70,6 +70,11 @@ kinds! {
     OriginNotAllowed = ("origin_not_allowed", 403),
     /// The session limit is reached.
     TooManySessions = ("too_many_sessions", 503),
+    /// The server holds its maximum of open connections (in all, or from
+    /// this peer's address); answered before any request is read.
+    TooManyConnections = ("too_many_connections", 503),
+    /// The request body did not arrive within the body read timeout.
+    RequestTimeout = ("request_timeout", 408),
     /// The standalone stream is already open on another connection.
     StreamBusy = ("stream_busy", 409),
     /// The session lives on a WebSocket now.
@@ -112,7 +117,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 23);
+        assert_eq!(ErrorKind::ALL.len(), 25);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 

@@ -4,7 +4,7 @@
 use axum::response::IntoResponse;
 use clap::Parser;
 use gapless::{ErrorKind, RingConfig};
-use gapless_server::{ApiError, McpServer, ServerConfig};
+use gapless_server::{ApiError, McpServer, ServeConfig, ServerConfig};
 use gapless_server_bin::demo::DemoHost;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -47,6 +47,50 @@ struct Args {
     /// Extra allowed Host name (repeatable; `*` for any); loopback names are always allowed.
     #[arg(long = "allow-host")]
     allowed_hosts: Vec<String>,
+    /// Seconds a connection may take to send a request head (also the idle
+    /// keep-alive timeout).
+    #[arg(long, default_value_t = 10)]
+    header_timeout_secs: u64,
+    /// Seconds a request body may take to arrive whole.
+    #[arg(long, default_value_t = 30)]
+    body_timeout_secs: u64,
+    /// Most open connections (lowered to fit the open-file limit).
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+    /// Most open connections from one IP address.
+    #[arg(long, default_value_t = 256)]
+    max_connections_per_ip: usize,
+    /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
+    #[arg(long, default_value_t = 10)]
+    shutdown_grace_secs: u64,
+}
+
+/// Raises the soft open-file limit to the hard one and returns the soft
+/// limit now in force (`None` where it cannot be read).
+fn raise_nofile_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit and setrlimit only read and write the struct we
+        // pass, which lives for the call.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+                return None;
+            }
+            if lim.rlim_cur < lim.rlim_max {
+                let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    lim = raised;
+                }
+            }
+        }
+        // rlim_t is u64 here, not on every unix.
+        Some(u64::try_from(lim.rlim_cur).unwrap_or(u64::MAX))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 #[tokio::main]
@@ -62,6 +106,7 @@ async fn main() -> std::io::Result<()> {
     config.hub.ticket_ttl = Duration::from_secs(a.ticket_ttl_secs);
     config.sse_retry = Duration::from_millis(a.sse_retry_ms);
     config.max_body_bytes = a.max_body_bytes;
+    config.body_read_timeout = Duration::from_secs(a.body_timeout_secs);
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
     let server = match McpServer::builder(DemoHost).config(config).path(&a.path).build() {
@@ -71,23 +116,35 @@ async fn main() -> std::io::Result<()> {
             std::process::exit(2);
         }
     };
+    let mut serve = ServeConfig {
+        header_read_timeout: Duration::from_secs(a.header_timeout_secs),
+        max_connections: a.max_connections,
+        max_connections_per_ip: a.max_connections_per_ip,
+        shutdown_grace: Duration::from_secs(a.shutdown_grace_secs),
+    };
+    match raise_nofile_limit() {
+        Some(files) => {
+            // Room for the listener, logs, and the files a connection may
+            // briefly hold beyond its socket.
+            let fit = (files as usize).saturating_sub(64).max(1);
+            if serve.max_connections > fit {
+                serve.max_connections = fit;
+            }
+            tracing::info!(open_files = files, max_connections = serve.max_connections, "open-file limit");
+        }
+        None => tracing::warn!("could not read the open-file limit"),
+    }
     let sweeper = server.spawn_sweeper(Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind(a.bind).await?;
     tracing::info!(addr = %listener.local_addr()?, path = %a.path, "gapless-server listening");
-    let s2 = server.clone();
     // The library router has no fallback; the binary answers every other
     // path with the JSON error body too.
     let app = server
         .router()
         .fallback(|| async { ApiError::new(ErrorKind::NotFound, "no such endpoint").into_response() });
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down");
-            s2.shutdown();
-        })
-        .await;
+    let result = server.serve(listener, app, serve, shutdown_signal()).await;
     sweeper.abort();
+    tracing::info!("stopped");
     result
 }
 

@@ -357,6 +357,13 @@ async fn transport_refusals_have_status_and_json_body() {
         .await
         .unwrap();
     expect_error(r, 403, "origin_not_allowed").await;
+    // Two Host or two Origin headers, the first one allowed: 400, whatever
+    // the second says (it is what a proxy or the app might read).
+    for (name, good) in [("host", "127.0.0.1"), ("origin", "http://127.0.0.1")] {
+        let r = s.post_with(Some(&sid), ping.clone(), &[(name, good), (name, "evil.example")]).await;
+        let b = expect_error(r, 400, "malformed_request").await;
+        assert!(b["message"].as_str().unwrap().contains("more than one"), "{b}");
+    }
     // Notifications and responses: 202, no body.
     let r = s
         .post(

@@ -24,6 +24,17 @@ pub async fn start(config: ServerConfig) -> TestServer {
     TestServer::at(addr, "/mcp", server)
 }
 
+/// The real server through `McpServer::serve` (connection limits,
+/// timeouts) on an ephemeral loopback port, never shut down.
+pub async fn start_served(config: ServerConfig, serve: gapless_server::ServeConfig) -> TestServer {
+    let server = McpServer::builder(DemoHost).config(config).build().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (s2, app) = (server.clone(), server.router());
+    tokio::spawn(async move { s2.serve(listener, app, serve, std::future::pending()).await.unwrap() });
+    TestServer::at(addr, "/mcp", server)
+}
+
 /// Serves `app` on an ephemeral loopback port; returns the address.
 pub async fn serve(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,0 +1,227 @@
+//! Connection hygiene over loopback with raw sockets: header and body read
+//! timeouts, the idle keep-alive timeout, connection caps that refuse
+//! early, HTTP/2 prior knowledge, and a SIGTERM that finishes while clients
+//! are stuck. Every wait is bounded.
+
+mod common;
+use common::*;
+use gapless_server::{ServeConfig, ServerConfig};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+fn quick(header: u64, body: u64) -> (ServerConfig, ServeConfig) {
+    let config = ServerConfig { body_read_timeout: Duration::from_millis(body), ..ServerConfig::default() };
+    let serve = ServeConfig { header_read_timeout: Duration::from_millis(header), ..ServeConfig::default() };
+    (config, serve)
+}
+
+fn raw(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Everything the server sends until it closes the connection (or 10 s).
+fn read_to_close(s: &mut TcpStream) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("connection still open after the read timeout: {e}"),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A client that sends a partial request head and then one byte now and
+/// then (slowloris) is disconnected once the header read timeout passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_headers_are_cut_off_at_the_header_timeout() {
+    let (config, serve) = quick(500, 30_000);
+    let s = start_served(config, serve).await;
+    let addr = s.addr;
+    let took = tokio::task::spawn_blocking(move || {
+        let mut c = raw(addr);
+        let start = Instant::now();
+        c.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nx: ").unwrap();
+        // One byte every 100 ms: never a whole head.
+        let mut dribbler = c.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for _ in 0..50 {
+                std::thread::sleep(Duration::from_millis(100));
+                if dribbler.write_all(b"a").is_err() {
+                    return;
+                }
+            }
+        });
+        read_to_close(&mut c);
+        start.elapsed()
+    })
+    .await
+    .unwrap();
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(3), "closed after {took:?}");
+}
+
+/// A kept-alive connection with no next request is closed once the header
+/// read timeout passes (hyper starts that clock while it waits for a head).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed() {
+    let (config, serve) = quick(500, 30_000);
+    let s = start_served(config, serve).await;
+    let addr = s.addr;
+    let (reply, took) = tokio::task::spawn_blocking(move || {
+        let mut c = raw(addr);
+        c.write_all(b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let start = Instant::now();
+        (read_to_close(&mut c), start.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
+    assert!(reply.contains("missing_session"), "{reply}");
+    assert!(took < Duration::from_secs(3), "idle connection open for {took:?}");
+}
+
+/// A body that stops short of its `Content-Length`, or a chunked body that
+/// never ends, gets 408 `request_timeout` with the JSON body once the body
+/// read timeout passes; the connection does not hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_never_finish_get_a_408() {
+    let (config, serve) = quick(10_000, 500);
+    let s = start_served(config, serve).await;
+    let addr = s.addr;
+    let heads = [
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"jsonrpc\"",
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{\"jso\r\n",
+    ];
+    for head in heads {
+        let (reply, took) = tokio::task::spawn_blocking(move || {
+            let mut c = raw(addr);
+            let start = Instant::now();
+            c.write_all(head.as_bytes()).unwrap();
+            (read_to_close(&mut c), start.elapsed())
+        })
+        .await
+        .unwrap();
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        assert!(reply.contains("\"error\":\"request_timeout\""), "{reply}");
+        assert!(took < Duration::from_secs(3), "answered after {took:?}");
+    }
+}
+
+/// Over the per-address cap, a new connection is answered 503
+/// `too_many_connections` at once (before it sends anything) and closed;
+/// once one of the others closes, a new one is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_are_refused_early() {
+    let serve = ServeConfig { max_connections_per_ip: 3, ..ServeConfig::default() };
+    let s = start_served(ServerConfig::default(), serve).await;
+    let addr = s.addr;
+    tokio::task::spawn_blocking(move || {
+        let held: Vec<TcpStream> = (0..3).map(|_| raw(addr)).collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut over = raw(addr);
+        let reply = read_to_close(&mut over);
+        assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+        assert!(reply.contains("\"error\":\"too_many_connections\""), "{reply}");
+        assert!(reply.to_ascii_lowercase().contains("retry-after: 1"), "{reply}");
+        drop(held);
+        std::thread::sleep(Duration::from_millis(200));
+        let mut again = raw(addr);
+        again.write_all(b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nconnection: close\r\n\r\n").unwrap();
+        let reply = read_to_close(&mut again);
+        assert!(reply.starts_with("HTTP/1.1 400"), "served again: {reply}");
+    })
+    .await
+    .unwrap();
+}
+
+/// An HTTP/2 prior-knowledge connection is served (h2c), not dropped: the
+/// server answers the preface with its own SETTINGS frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_is_answered() {
+    let s = start_served(ServerConfig::default(), ServeConfig::default()).await;
+    let addr = s.addr;
+    tokio::task::spawn_blocking(move || {
+        let mut c = raw(addr);
+        c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+        c.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap(); // an empty SETTINGS frame
+        let mut head = [0u8; 9];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(head[3], 4, "the first frame is SETTINGS: {head:?}");
+    })
+    .await
+    .unwrap();
+}
+
+/// SIGTERM finishes, with exit status 0, within the grace period, while
+/// three clients are stuck: one sent half a request line, one an
+/// unfinished upload, one an SSE stream it does not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_with_stuck_clients() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}"), "--shutdown-grace-secs", "1"])
+        .args(["--header-timeout-secs", "60", "--body-timeout-secs", "60"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let s = TestServer::at(
+        addr,
+        "/mcp",
+        gapless_server::McpServer::builder(gapless_server_bin::demo::DemoHost).build().unwrap(),
+    );
+    let up = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut half = raw(addr);
+    half.write_all(b"GE").unwrap();
+    let mut upload = raw(addr);
+    upload
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n{")
+        .unwrap();
+    let sid = s.initialize().await;
+    let mut sse = raw(addr);
+    sse.write_all(
+        format!("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\naccept: text/event-stream\r\nmcp-session-id: {sid}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    // Fill the stream it never reads.
+    let r = s
+        .call_tool(
+            &sid,
+            1,
+            "emit_events",
+            serde_json::json!({"count": 300, "payload_bytes": 65536, "target": "standalone"}),
+        )
+        .await;
+    drop(r);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    // SAFETY: kill(2) on our own child's pid, with a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("still running 10 s after SIGTERM (grace 1 s)");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "exit status {status:?}");
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    drop((half, upload, sse));
+}

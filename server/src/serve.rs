@@ -1,0 +1,210 @@
+//! Serving with connection hygiene: what `axum::serve` does not bound.
+//!
+//! [`McpServer::serve`](crate::McpServer::serve) runs an accept loop over
+//! hyper's HTTP/1.1 and HTTP/2 (prior knowledge, h2c) connections with:
+//!
+//! * a **header read timeout** ([`ServeConfig::header_read_timeout`], default
+//!   10 s): a client that has not sent a whole request head by then is
+//!   disconnected. Hyper starts that clock whenever it waits for a request
+//!   head, so it is also the **idle keep-alive timeout**;
+//! * a **cap on open connections**, in all and per peer IP address
+//!   ([`ServeConfig::max_connections`], [`ServeConfig::max_connections_per_ip`]):
+//!   a connection over either is answered `503 too_many_connections` with
+//!   the JSON error body and closed at once, before any request is read, so
+//!   the process never sits in an `accept` loop at its open-file limit;
+//! * `accept` errors (`EMFILE` and friends) logged and retried after a pause,
+//!   never a busy loop;
+//! * a **graceful shutdown that finishes**: when `signal` resolves, the
+//!   listener closes, every SSE stream ends and every socket is closed with
+//!   1001 ([`McpServer::shutdown`](crate::McpServer::shutdown)), in-flight
+//!   requests get [`ServeConfig::shutdown_grace`] (default 10 s), and then
+//!   whatever is left is dropped and `serve` returns.
+//!
+//! The peer's address is in each request's extensions as
+//! `axum::extract::ConnectInfo<SocketAddr>`.
+//!
+//! The request body has its own deadline, [`ServerConfig::body_read_timeout`](crate::ServerConfig::body_read_timeout),
+//! enforced where the handlers read it (408 `request_timeout`).
+//!
+//! Hyper answers some malformed request heads itself, before any of our
+//! code runs, with an empty body: a header with a bare CR, a NUL or an
+//! obs-fold, two `Content-Length`s (400), more than 100 headers (431). Its
+//! API offers no hook to give those the JSON error body.
+
+use crate::McpServer;
+use axum::extract::ConnectInfo;
+use axum::Router;
+use gapless::ErrorKind;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Connection limits and the shutdown grace of [`McpServer::serve`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// A connection that has not sent a whole request head within this long
+    /// (a new one, or a kept-alive one between requests) is closed
+    /// (default 10 s).
+    pub header_read_timeout: Duration,
+    /// Most open connections (default 4096). The bundled binary lowers it
+    /// to fit the process's open-file limit.
+    pub max_connections: usize,
+    /// Most open connections from one peer IP address (default 256).
+    pub max_connections_per_ip: usize,
+    /// How long in-flight requests may run on after shutdown begins
+    /// (default 10 s).
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
+            max_connections_per_ip: 256,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Open connections, in all and per peer address.
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// Counts one open connection until dropped.
+struct Admitted {
+    open: Arc<Mutex<Open>>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut o = crate::state::lock(&self.open);
+        o.total -= 1;
+        if let Some(n) = o.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                o.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Admits a connection from `ip` if both caps allow it.
+fn admit(open: &Arc<Mutex<Open>>, ip: IpAddr, cfg: &ServeConfig) -> Option<Admitted> {
+    let mut o = crate::state::lock(open);
+    let from_ip = o.per_ip.get(&ip).copied().unwrap_or(0);
+    if o.total >= cfg.max_connections || from_ip >= cfg.max_connections_per_ip {
+        return None;
+    }
+    o.total += 1;
+    *o.per_ip.entry(ip).or_insert(0) += 1;
+    Some(Admitted { open: Arc::clone(open), ip })
+}
+
+/// Answers a connection over the caps with a complete 503 and closes it.
+async fn refuse(mut stream: TcpStream) {
+    let kind = ErrorKind::TooManyConnections;
+    let body = format!(
+        "{{\"error\":\"{}\",\"message\":\"the server holds its maximum of open connections; retry later\"}}",
+        kind.as_str()
+    );
+    let head = format!(
+        "HTTP/1.1 {} Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nconnection: close\r\n\r\n",
+        kind.http_status(),
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    // A peer that does not read gets nothing more than a second of our time.
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+}
+
+impl McpServer {
+    /// Serves `app` (an application router that contains this server's
+    /// [`router`](McpServer::router)) on `listener` until `signal`
+    /// resolves, then shuts down within the grace period. See the module
+    /// docs of `serve` for the limits it applies.
+    pub async fn serve(
+        &self,
+        listener: TcpListener,
+        app: Router,
+        config: ServeConfig,
+        signal: impl Future<Output = ()> + Send,
+    ) -> std::io::Result<()> {
+        let open = Arc::new(Mutex::new(Open::default()));
+        let graceful = GracefulShutdown::new();
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.header_read_timeout)
+            .keep_alive(true);
+        builder.http2().timer(TokioTimer::new());
+        // Connection tasks, so that what outlives the grace period can be
+        // aborted (finished ones are reaped as connections come in).
+        let mut tasks = tokio::task::JoinSet::new();
+        tokio::pin!(signal);
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let (stream, peer) = tokio::select! {
+                _ = &mut signal => break,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // EMFILE, ENFILE, ECONNABORTED...: the listener is
+                        // fine; pause instead of spinning on the error.
+                        tracing::warn!(error = %e, "accept failed; retrying in 100 ms");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let Some(admitted) = admit(&open, peer.ip(), &config) else {
+                tracing::info!(%peer, "connection refused: too many open connections");
+                tokio::spawn(refuse(stream));
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let svc = tower::ServiceExt::map_request(app.clone(), move |mut req: axum::http::Request<_>| {
+                req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
+                req
+            });
+            let conn = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc))
+                .into_owned();
+            let conn = graceful.watch(conn);
+            tasks.spawn(async move {
+                let _ = conn.await;
+                drop(admitted);
+            });
+        }
+        drop(listener);
+        tracing::info!("shutting down: streams end, sockets close, in-flight requests get the grace period");
+        self.shutdown();
+        let open_now = graceful.count();
+        tokio::select! {
+            _ = graceful.shutdown() => {}
+            _ = tokio::time::sleep(config.shutdown_grace) => {
+                tracing::warn!(connections = open_now, "grace period over; closing what is left");
+            }
+        }
+        tasks.shutdown().await;
+        Ok(())
+    }
+}
