@@ -67,6 +67,9 @@ struct Args {
 
 /// Raises the soft open-file limit to the hard one and returns the soft
 /// limit now in force (`None` where it cannot be read).
+// `rlim_t` is `u64` on Linux, not on every unix: the conversion is not
+// useless everywhere.
+#[allow(clippy::useless_conversion)]
 fn raise_nofile_limit() -> Option<u64> {
     #[cfg(unix)]
     {
@@ -84,7 +87,6 @@ fn raise_nofile_limit() -> Option<u64> {
                 }
             }
         }
-        // rlim_t is u64 here, not on every unix.
         Some(u64::try_from(lim.rlim_cur).unwrap_or(u64::MAX))
     }
     #[cfg(not(unix))]
