@@ -39,6 +39,17 @@ pub struct ServerConfig {
     pub keepalive: Duration,
     /// How long a server → client request waits for its response (60 s).
     pub client_request_timeout: Duration,
+    /// Most requests in flight per session, over HTTP and the socket
+    /// together (default 64). One more is answered at once with the
+    /// JSON-RPC error -32009 "too many requests in flight".
+    pub max_inflight_requests: usize,
+    /// Most ping (and pong) frames a socket may send per second, averaged
+    /// over a burst of ten times that (default 50). A client over it, such
+    /// as one that floods pings and never reads, is closed with 1008.
+    pub max_socket_pings_per_sec: u32,
+    /// Most bytes a socket's writer may hold unsent (default 1 MiB): a
+    /// client that does not read cannot grow the server's memory past it.
+    pub max_socket_write_buffer: usize,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +67,9 @@ impl Default for ServerConfig {
             pace_high_water: (hub.ring.capacity as u64 / 2).max(1),
             keepalive: Duration::from_secs(15),
             client_request_timeout: Duration::from_secs(60),
+            max_inflight_requests: 64,
+            max_socket_pings_per_sec: 50,
+            max_socket_write_buffer: 1 << 20,
         }
     }
 }

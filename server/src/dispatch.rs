@@ -54,7 +54,19 @@ pub(crate) fn start_request(
     params: Value,
 ) {
     let _ = conn.publish_now(stream, None);
-    let cancel = conn.start_request(&id);
+    let Some(cancel) = conn.start_request(&id) else {
+        // Over the session's cap: answered at once, the handler never runs.
+        let max = conn.config.max_inflight_requests;
+        let e = RpcError::new(
+            jsonrpc::code::TOO_MANY_IN_FLIGHT,
+            format!(
+                "too many requests in flight on this session (at most {max}); retry when one has finished"
+            ),
+        );
+        let _ = conn.publish_now(stream, Some(&jsonrpc::response(&id, Err(e))));
+        let _ = conn.session.end_stream(stream);
+        return;
+    };
     let ctx = RequestContext {
         conn: Arc::clone(conn),
         stream: conn.session.pacer(stream),

@@ -14,6 +14,9 @@ pub mod code {
     pub const INVALID_PARAMS: i64 = -32602;
     /// Server error.
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// The session has `ServerConfig::max_inflight_requests` requests in
+    /// flight already (a server error of the -32000 range; gapless's own).
+    pub const TOO_MANY_IN_FLIGHT: i64 = -32009;
 }
 
 /// A JSON-RPC error object.

@@ -192,10 +192,17 @@ impl Conn {
         }
     }
 
-    pub(crate) fn start_request(&self, id: &Value) -> CancellationToken {
+    /// Registers request `id` as in flight and returns its cancellation
+    /// token, or `None` when the session already has
+    /// `max_inflight_requests` in flight.
+    pub(crate) fn start_request(&self, id: &Value) -> Option<CancellationToken> {
+        let mut inflight = lock(&self.inflight);
+        if inflight.len() >= self.config.max_inflight_requests {
+            return None;
+        }
         let t = self.closed.child_token();
-        lock(&self.inflight).insert(id.to_string(), t.clone());
-        t
+        inflight.insert(id.to_string(), t.clone());
+        Some(t)
     }
 
     pub(crate) fn finish_request(&self, id: &Value) {

@@ -225,3 +225,86 @@ async fn sigterm_finishes_with_stuck_clients() {
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     drop((half, upload, sse));
 }
+
+/// Resident memory of this process (the server runs in it), in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// A socket client that floods pings and never reads is closed with 1008
+/// once over its control-frame budget; memory stays bounded meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_flood_without_reading_is_closed() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let s = start(ServerConfig::default()).await;
+    let sid = s.initialize().await;
+    let grant: serde_json::Value = upgrade(&s, &sid, r#"{"cursor": null}"#).await.json().await.unwrap();
+    let ws = connect(&s, grant["websocket"].as_str().unwrap()).await;
+    let (mut sink, mut stream) = ws.split();
+    let before = rss();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < 200_000 && start.elapsed() < Duration::from_secs(10) {
+        if sink.send(Message::Ping(vec![0u8; 64].into())).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let grew = rss().saturating_sub(before);
+    assert!(sent < 200_000, "the server took {sent} pings without closing");
+    assert!(grew < 64 << 20, "RSS grew by {grew} bytes during the flood");
+    // Now read: whatever was sent before, then the close with 1008.
+    let code = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(m) = stream.next().await {
+            match m {
+                Ok(Message::Close(Some(f))) => return Some(u16::from(f.code)),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+    .await
+    .expect("the socket neither closed nor ended");
+    assert_eq!(code, Some(1008), "closed with {code:?} after {sent} pings");
+}
+
+/// One request more than the session's in-flight cap is answered at once
+/// with the JSON-RPC error -32009; the others run on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_the_in_flight_cap_get_an_error_at_once() {
+    let s = start(ServerConfig { max_inflight_requests: 2, ..ServerConfig::default() }).await;
+    let sid = s.initialize().await;
+    let slow = serde_json::json!({"count": 20, "interval_ms": 250});
+    let mut running = vec![];
+    for id in 1..=2 {
+        let r = s.call_tool(&sid, id, "emit_events", slow.clone()).await;
+        let mut sse = SseReader::new(r);
+        sse.next().await.unwrap(); // the priming event: the request runs
+        running.push(sse);
+    }
+    let start = Instant::now();
+    let r = s.call_tool(&sid, 3, "emit_events", serde_json::json!({"count": 1})).await;
+    let mut sse = SseReader::new(r);
+    let mut response = None;
+    while let Some(e) = sse.next().await {
+        if let Some(v) = e.json() {
+            response = Some(v);
+        }
+    }
+    let v = response.expect("a response");
+    assert_eq!(v["id"], 3);
+    assert_eq!(v["error"]["code"], -32009, "{v}");
+    assert!(start.elapsed() < Duration::from_secs(2), "answered after {:?}", start.elapsed());
+    // The running ones still stream.
+    for sse in &mut running {
+        assert!(sse.next().await.unwrap().emit_seq().is_some());
+    }
+}

@@ -2,6 +2,10 @@
 //! `GET P/ws?ticket=T` replays the gap its ticket pinned, then carries the
 //! whole session. A frame counts as delivered once its send (feed and
 //! flush) completed, and delivery is recorded per stream.
+//!
+//! A socket's memory is bounded: frames and messages by the body limit,
+//! what waits to be written by `max_socket_write_buffer`, and the pongs a
+//! ping flood would queue by `max_socket_pings_per_sec` (over it: 1008).
 
 use crate::dispatch::{handle_notification, start_request};
 use crate::error::ApiError;
@@ -27,6 +31,39 @@ mod close {
     pub(super) const SHUTTING_DOWN: u16 = 1001;
     pub(super) const FELL_BEHIND: u16 = 4409;
     pub(super) const BAD_FRAME: u16 = 4400;
+    pub(super) const POLICY: u16 = 1008;
+}
+
+/// How long the closing frame may take to go out to a peer that does not
+/// read, before the socket is dropped without it.
+const CLOSE_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A token bucket for the client's control frames: `rate` per second, a
+/// burst of ten times that.
+struct ControlBudget {
+    tokens: f64,
+    rate: f64,
+    last: std::time::Instant,
+}
+
+impl ControlBudget {
+    fn new(rate: u32) -> Self {
+        let rate = f64::from(rate.max(1));
+        ControlBudget { tokens: rate * 10.0, rate, last: std::time::Instant::now() }
+    }
+
+    /// Takes one token; `false` when the client is over its budget.
+    fn take(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let burst = self.rate * 10.0;
+        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(burst);
+        self.last = now;
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
 }
 
 /// `GET P/ws?ticket=T`: refuses bad tickets before upgrading.
@@ -52,8 +89,13 @@ pub(crate) async fn socket(
         return ApiError::unknown_session().into_response();
     };
     let shutdown = state.shutdown.clone();
-    let max = state.config.max_body_bytes;
-    upgrade.max_message_size(max).max_frame_size(max).on_upgrade(move |ws| async move {
+    let (max, write_max) = (state.config.max_body_bytes, state.config.max_socket_write_buffer);
+    let upgrade = upgrade
+        .max_message_size(max)
+        .max_frame_size(max)
+        .write_buffer_size(write_max.min(128 << 10))
+        .max_write_buffer_size(write_max);
+    upgrade.on_upgrade(move |ws| async move {
         // Attach: the session is migrated, its SSE streams end, a previous
         // socket is replaced.
         conn.session.set_migrated();
@@ -101,6 +143,7 @@ async fn run_socket(
     let _guard = conn.hub.connect(&conn.session);
     let (mut tx, mut rx) = ws.split();
     let (gen, ended) = attach;
+    let mut control = ControlBudget::new(conn.config.max_socket_pings_per_sec);
     let closing: Option<Message> = loop {
         tokio::select! {
             item = sub.recv() => match item {
@@ -151,7 +194,13 @@ async fn run_socket(
                     }
                 }
                 Some(Ok(Message::Binary(_))) => break Some(close_frame(close::BAD_FRAME, "binary frames are not accepted".into())),
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
+                    // Each ping queues a pong for a peer that may never
+                    // read it: bounded by rate (and the write buffer).
+                    if !control.take() {
+                        break Some(close_frame(close::POLICY, "too many pings".into()));
+                    }
+                }
                 Some(Ok(Message::Close(_))) | None => break None,
                 Some(Err(e)) => {
                     let reason: String = format!("bad frame: {e}").chars().take(100).collect();
@@ -166,10 +215,14 @@ async fn run_socket(
             }),
         }
     };
-    if let Some(frame) = closing {
-        let _ = tx.send(frame).await;
-    }
-    let _ = tx.close().await;
+    // A peer that does not read must not hold the task (or a shutdown).
+    let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, async {
+        if let Some(frame) = closing {
+            let _ = tx.send(frame).await;
+        }
+        let _ = tx.close().await;
+    })
+    .await;
     conn.detach(Lane::Socket, gen);
 }
 
