@@ -39,6 +39,17 @@ pub struct ServerConfig {
     pub keepalive: Duration,
     /// How long a server → client request waits for its response (60 s).
     pub client_request_timeout: Duration,
+    /// Most live sessions one client may hold (its identity, else its peer
+    /// address; default 1000, a tenth of the session limit). One more
+    /// `initialize` is 429
+    /// `client_session_limit`.
+    pub max_sessions_per_client: usize,
+    /// `initialize` requests one client may send per second, on average
+    /// (default 20); over it, 429 `rate_limited` with `Retry-After`.
+    pub initialize_per_sec: f64,
+    /// How many `initialize` requests one client may send at once before
+    /// the rate applies (default 100).
+    pub initialize_burst: u32,
     /// Most requests in flight per session, over HTTP and the socket
     /// together (default 64). One more is answered at once with the
     /// JSON-RPC error -32009 "too many requests in flight".
@@ -67,6 +78,9 @@ impl Default for ServerConfig {
             pace_high_water: (hub.ring.capacity as u64 / 2).max(1),
             keepalive: Duration::from_secs(15),
             client_request_timeout: Duration::from_secs(60),
+            max_sessions_per_client: 1000,
+            initialize_per_sec: 20.0,
+            initialize_burst: 100,
             max_inflight_requests: 64,
             max_socket_pings_per_sec: 50,
             max_socket_write_buffer: 1 << 20,

@@ -22,17 +22,25 @@ pub struct ApiError {
     pub extra: Map<String, Value>,
     /// The `Allow` header of a 405.
     pub allow: Option<&'static str>,
+    /// The `Retry-After` header, in seconds.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     /// A refusal without extra fields.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ApiError { kind, message: message.into(), extra: Map::new(), allow: None }
+        ApiError { kind, message: message.into(), extra: Map::new(), allow: None, retry_after: None }
     }
 
     /// Adds a field to the JSON body.
     pub fn with(mut self, key: &str, value: Value) -> Self {
         self.extra.insert(key.to_owned(), value);
+        self
+    }
+
+    /// Adds a `Retry-After` header of `secs` seconds.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
         self
     }
 
@@ -132,6 +140,9 @@ impl IntoResponse for ApiError {
         let mut r = (self.status(), axum::Json(self.body())).into_response();
         if let Some(a) = self.allow {
             r.headers_mut().insert(axum::http::header::ALLOW, HeaderValue::from_static(a));
+        }
+        if let Some(secs) = self.retry_after {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
         }
         // The request's body was not read to its end: the connection cannot
         // carry another request, so say so and let hyper close it instead of

@@ -66,6 +66,7 @@
 pub mod config;
 mod dispatch;
 pub mod error;
+mod fairness;
 pub mod host;
 mod http;
 mod identity;
@@ -177,6 +178,12 @@ impl McpServerBuilder {
     pub fn build(self) -> Result<McpServer, BuildError> {
         let path = normalize_path(&self.path)?;
         let hub = Arc::new(Hub::new(self.config.hub).map_err(BuildError::Ring)?);
+        let c = &self.config;
+        let fairness = Arc::new(fairness::Fairness::new(
+            c.initialize_per_sec,
+            c.initialize_burst,
+            c.max_sessions_per_client,
+        ));
         Ok(McpServer {
             state: Arc::new(AppState {
                 hub,
@@ -185,6 +192,7 @@ impl McpServerBuilder {
                 identity: self.identity,
                 conns: Default::default(),
                 shutdown: CancellationToken::new(),
+                fairness,
                 path,
             }),
         })

@@ -31,6 +31,8 @@ pub(crate) struct AppState {
     pub(crate) conns: Mutex<HashMap<SessionId, Arc<Conn>>>,
     /// Cancelled on shutdown: every open stream ends.
     pub(crate) shutdown: CancellationToken,
+    /// Per-client limits on `initialize` and live sessions.
+    pub(crate) fairness: Arc<crate::fairness::Fairness>,
     /// The endpoint's route inside the router (`/mcp` by default; `/` when
     /// the application nests the router at the endpoint's path itself).
     pub(crate) path: String,
@@ -89,6 +91,9 @@ pub(crate) struct Conn {
     /// Pacing handle of the standalone stream.
     pub(crate) standalone: Pacer,
     log_level: AtomicU8,
+    /// The session's place in its client's allowance; given back when the
+    /// transport state goes.
+    _client: Option<crate::fairness::ClientSlot>,
     /// Server → client requests awaiting a response, by id.
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
     /// Client requests being handled, by id (for `notifications/cancelled`).
@@ -114,6 +119,7 @@ impl Conn {
         config: Arc<ServerConfig>,
         protocol_version: String,
         shutdown: &CancellationToken,
+        client: Option<crate::fairness::ClientSlot>,
     ) -> Self {
         Conn {
             standalone: session.pacer(session.standalone()),
@@ -122,6 +128,7 @@ impl Conn {
             config,
             protocol_version,
             log_level: AtomicU8::new(0),
+            _client: client,
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             connections: Mutex::new(HashMap::new()),

@@ -12,7 +12,7 @@ use super::ticket::TicketIndex;
 use crate::ring::{ring, ConfigError, RingConfig};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,9 @@ impl std::error::Error for SessionError {}
 
 const SHARDS: usize = 16;
 
+/// How often a full hub may sweep on a creation.
+const FULL_SWEEP_EVERY_MS: u64 = 1000;
+
 type Shard = Mutex<HashMap<SessionId, Arc<Session>>>;
 
 /// Creates, finds and deletes sessions.
@@ -87,6 +90,10 @@ pub struct Hub {
     count: AtomicUsize,
     config: HubConfig,
     epoch: Instant,
+    /// When (millis since `epoch`) a full hub last swept for expired
+    /// sessions on a creation: at most once a second, so that a client
+    /// hammering a full hub does not make each refusal scan every session.
+    last_full_sweep_ms: AtomicU64,
     pub(crate) tickets: TicketIndex,
 }
 
@@ -106,6 +113,7 @@ impl Hub {
             count: AtomicUsize::new(0),
             config,
             epoch: Instant::now(),
+            last_full_sweep_ms: AtomicU64::new(0),
             tickets: TicketIndex::default(),
         })
     }
@@ -142,12 +150,16 @@ impl Hub {
     /// Creates a session under a chosen id (replacing any session with that
     /// id). The new session gets a new namespace, so cursors of the old
     /// incarnation are foreign to it.
+    ///
+    /// When the hub is full it first sweeps expired sessions to make room,
+    /// but at most once a second: a refusal in between costs no scan of
+    /// the sessions (the periodic `sweep_idle` frees them meanwhile).
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
         let (producer, reader) = ring(self.config.ring).map_err(SessionError::Config)?;
         // Room for one more, if need be after sweeping expired sessions once.
         // Replacing an existing id needs none (checked under the shard lock).
-        let reserved = self.reserve_slot() || (self.sweep_idle() > 0 && self.reserve_slot());
+        let reserved = self.reserve_slot() || (self.sweep_if_due() > 0 && self.reserve_slot());
         let session = Arc::new(Session::new(id, owner, producer, reader, self.now_ms()));
         let old = {
             let mut shard = lock(self.shard(&id));
@@ -163,6 +175,24 @@ impl Hub {
             self.end(&old);
         }
         Ok(session)
+    }
+
+    /// Sweeps expired sessions unless a full hub already did within the
+    /// last second (the periodic sweeper still runs on its own timer).
+    fn sweep_if_due(&self) -> usize {
+        let now = self.now_ms();
+        let last = self.last_full_sweep_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < FULL_SWEEP_EVERY_MS && last != 0 {
+            return 0;
+        }
+        if self
+            .last_full_sweep_ms
+            .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return 0; // another creation sweeps now
+        }
+        self.sweep_idle()
     }
 
     /// Counts one more session if the bound allows it.

@@ -75,6 +75,12 @@ kinds! {
     TooManyConnections = ("too_many_connections", 503),
     /// The request body did not arrive within the body read timeout.
     RequestTimeout = ("request_timeout", 408),
+    /// This client sent more `initialize` requests than its rate allows;
+    /// `Retry-After` says when to try again.
+    RateLimited = ("rate_limited", 429),
+    /// This client (identity, else peer address) holds its maximum of live
+    /// sessions.
+    ClientSessionLimit = ("client_session_limit", 429),
     /// The standalone stream is already open on another connection.
     StreamBusy = ("stream_busy", 409),
     /// The session lives on a WebSocket now.
@@ -117,7 +123,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 25);
+        assert_eq!(ErrorKind::ALL.len(), 27);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 

@@ -60,6 +60,18 @@ struct Args {
     /// Most open connections from one IP address.
     #[arg(long, default_value_t = 256)]
     max_connections_per_ip: usize,
+    /// Most live sessions per client (its identity, else its IP address).
+    #[arg(long, default_value_t = 1000)]
+    max_sessions_per_client: usize,
+    /// `initialize` requests per second one client may send, on average.
+    #[arg(long, default_value_t = 20.0)]
+    initialize_per_sec: f64,
+    /// `initialize` requests one client may send at once.
+    #[arg(long, default_value_t = 100)]
+    initialize_burst: u32,
+    /// Most requests in flight per session.
+    #[arg(long, default_value_t = 64)]
+    max_inflight_requests: usize,
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
@@ -109,6 +121,10 @@ async fn main() -> std::io::Result<()> {
     config.sse_retry = Duration::from_millis(a.sse_retry_ms);
     config.max_body_bytes = a.max_body_bytes;
     config.body_read_timeout = Duration::from_secs(a.body_timeout_secs);
+    config.max_sessions_per_client = a.max_sessions_per_client;
+    config.initialize_per_sec = a.initialize_per_sec;
+    config.initialize_burst = a.initialize_burst;
+    config.max_inflight_requests = a.max_inflight_requests;
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
     let server = match McpServer::builder(DemoHost).config(config).path(&a.path).build() {

@@ -308,3 +308,77 @@ async fn requests_over_the_in_flight_cap_get_an_error_at_once() {
         assert!(sse.next().await.unwrap().emit_seq().is_some());
     }
 }
+
+fn init_body() -> serde_json::Value {
+    serde_json::json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})
+}
+
+/// `initialize` is rate limited per client (429 `rate_limited` with
+/// `Retry-After`), decided before the body is read: a garbage body over the
+/// limit gets the 429, not a 400. Another client is not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_is_rate_limited_per_client_before_the_body_is_read() {
+    let config = ServerConfig { initialize_per_sec: 0.5, initialize_burst: 3, ..ServerConfig::default() };
+    let s = start_served(config, ServeConfig::default()).await;
+    for _ in 0..3 {
+        assert_eq!(s.post(None, init_body()).await.status(), 200);
+    }
+    let r = s
+        .http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .body("{ not json")
+        .send()
+        .await
+        .unwrap();
+    let retry = header(r.headers(), "retry-after").expect("Retry-After");
+    assert!(retry.parse::<u64>().unwrap() >= 1, "{retry}");
+    let b = expect_error(r, 429, "rate_limited").await;
+    assert!(b["retry_after"].as_u64() >= Some(1), "{b}");
+    // Identities are separate clients, whatever their address.
+    let r = s.post_with(None, init_body(), &[("authorization", "Bearer x")]).await;
+    expect_error(r, 429, "rate_limited").await; // no identity function: still this address
+    let mcp = gapless_server::McpServer::builder(gapless_server_bin::demo::DemoHost)
+        .config(ServerConfig { initialize_per_sec: 0.5, initialize_burst: 1, ..ServerConfig::default() })
+        .identity(|p| p.headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (m2, app) = (mcp.clone(), mcp.router());
+    tokio::spawn(
+        async move { m2.serve(listener, app, ServeConfig::default(), std::future::pending()).await },
+    );
+    let t = TestServer::at(addr, "/mcp", mcp);
+    for who in ["Bearer alice", "Bearer bob"] {
+        assert_eq!(t.post_with(None, init_body(), &[("authorization", who)]).await.status(), 200, "{who}");
+    }
+    let r = t.post_with(None, init_body(), &[("authorization", "Bearer alice")]).await;
+    expect_error(r, 429, "rate_limited").await;
+}
+
+/// A client holds at most `max_sessions_per_client` live sessions; a
+/// deleted one gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_sessions_per_client_are_capped() {
+    let config = ServerConfig { max_sessions_per_client: 2, ..ServerConfig::default() };
+    let s = start_served(config, ServeConfig::default()).await;
+    let a = s.initialize().await;
+    let _b = s.initialize().await;
+    let b = expect_error(s.post(None, init_body()).await, 429, "client_session_limit").await;
+    assert_eq!(b["max"], 2);
+    let r = s.http.delete(&s.url).header("mcp-session-id", &a).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    // The deleted session's transport state goes once its connections
+    // have; give the last SSE body a moment.
+    let start = Instant::now();
+    loop {
+        let r = s.post(None, init_body()).await;
+        if r.status() == 200 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "the deleted session's place never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

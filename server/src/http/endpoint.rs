@@ -3,7 +3,7 @@
 //! requests into sessions, streams and responses, and leaves what to do
 //! with each JSON-RPC message to `dispatch.rs`.
 
-use super::guard::{header, read_body, Accepts};
+use super::guard::{header, read_body, Accepts, NewSession};
 use super::sse::SseBody;
 use crate::dispatch;
 use crate::error::ApiError;
@@ -47,6 +47,7 @@ fn rpc_error_response(status: StatusCode, e: RpcError) -> Response {
 async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (acc, owner) = checked(&req);
     let sid = header(req.headers(), SESSION_HEADER).map(str::to_owned);
+    let slot = req.extensions().get::<NewSession>().and_then(|n| crate::state::lock(&n.0).take());
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
@@ -56,7 +57,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     };
     if let Incoming::Request { method, .. } = &msg {
         if method == "initialize" && sid.is_none() {
-            return initialize(state, msg, acc, owner).await;
+            return initialize(state, msg, acc, owner, slot).await;
         }
     }
     let sid = sid.ok_or_else(ApiError::missing_session)?;
@@ -165,6 +166,7 @@ async fn initialize(
     msg: Incoming,
     acc: Accepts,
     owner: Option<String>,
+    slot: Option<crate::fairness::ClientSlot>,
 ) -> Result<Response, ApiError> {
     let Incoming::Request { id, params, .. } = msg else { unreachable!("checked by caller") };
     let version = dispatch::negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
@@ -175,6 +177,7 @@ async fn initialize(
         Arc::clone(&state.config),
         version.to_owned(),
         &state.shutdown,
+        slot,
     ));
     state.insert(Arc::clone(&conn));
     let result = dispatch::initialize_result(&state, version);

@@ -15,20 +15,27 @@
 //! 7. an `MCP-Protocol-Version` header naming a version not served (400
 //!    `unsupported_protocol_version`);
 //!
-//! and then it resolves the caller's identity (see `identity.rs`) once.
+//! then it resolves the caller's identity (see `identity.rs`) once, and for
+//! a POST to the endpoint without a session id (an `initialize`) it applies
+//! the per-client limits (`fairness.rs`: 429 `rate_limited` or
+//! `client_session_limit`), all before the body is read.
 
 use crate::config::SUPPORTED_VERSIONS;
 use crate::error::ApiError;
+use crate::fairness::ClientSlot;
 use crate::identity::{self, Caller};
 use crate::state::AppState;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gapless::ErrorKind;
 use serde_json::json;
+use std::net::SocketAddr;
 use std::sync::Arc;
+
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Which route a request is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,9 +121,26 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     let (parts, body) = std::mem::take(req).into_parts();
     let caller = Caller(identity::resolve(&parts, state.identity.as_ref()));
     *req = Request::from_parts(parts, body);
+    if route == Route::Endpoint && post && req.headers().get(SESSION_HEADER).is_none() {
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let client = match (&caller.0, peer) {
+            (Some(id), _) => Some(format!("id:{id}")),
+            (None, Some(ip)) => Some(format!("ip:{ip}")),
+            (None, None) => None,
+        };
+        if let Some(client) = client {
+            let slot = state.fairness.admit(&client)?;
+            req.extensions_mut().insert(NewSession(Arc::new(std::sync::Mutex::new(Some(slot)))));
+        }
+    }
     req.extensions_mut().insert(caller);
     Ok(())
 }
+
+/// The client allowance a new session will hold, reserved by the guard for
+/// an `initialize` (given back with the request if none is created).
+#[derive(Clone, Debug)]
+pub(crate) struct NewSession(pub(crate) Arc<std::sync::Mutex<Option<ClientSlot>>>);
 
 /// Reads a POST body that the guard limited: over the limit is 413, not
 /// whole within the body read timeout 408.

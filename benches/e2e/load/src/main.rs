@@ -1144,7 +1144,8 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
         "Machine: {machine}. Client and servers share it. One-stream runs alternate between the two \
          servers (both processes up, idle one waiting); resume and N-session phases run one server \
          process at a time, a fresh one per phase. gapless-server runs with its defaults except \
-         `--ring-events {}` for the resume phase; the rmcp peer runs rmcp's defaults.\n",
+         `--ring-events {}` for the resume phase and its per-client limits lifted (every load client \
+         shares one address); the rmcp peer runs rmcp's defaults.\n",
         opts.resume_ring_events
     );
     let _ = writeln!(md, "| workload | gapless-server | rmcp 3.11 peer | gapless / rmcp |");
@@ -1318,10 +1319,17 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
 
 async fn run_server(opts: &Opts, kind: Kind, mut rep: ServerReport) -> ServerReport {
     eprintln!("== {}", kind.name());
-    let gapless_default: Vec<String> = vec![];
+    // Every load client shares one address: lift the per-client limits,
+    // which would otherwise refuse the 1000-session phase.
+    let lifted = ["--max-sessions-per-client", "100000", "--initialize-burst", "100000"];
+    let gapless_default: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     // Phase 2: resume; gapless with a ring that holds the largest gap.
     let extra = match kind {
-        Kind::Gapless => vec!["--ring-events".to_owned(), opts.resume_ring_events.to_string()],
+        Kind::Gapless => {
+            let mut v = vec!["--ring-events".to_owned(), opts.resume_ring_events.to_string()];
+            v.extend(lifted.iter().map(|s| s.to_string()));
+            v
+        }
         Kind::Rmcp => vec![],
     };
     match Server::start(opts, kind, &extra, "resume").await {
