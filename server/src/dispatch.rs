@@ -10,6 +10,7 @@ use crate::state::{AppState, Conn};
 use gapless::StreamHandle;
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 /// The protocol version to answer an `initialize` asking for `asked`: the
 /// client's if it is served, else the newest served.
@@ -43,8 +44,23 @@ pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &s
     }
 }
 
+/// Where a request's response goes besides its stream: a JSON-only
+/// response takes it directly from the handler, so that its own
+/// notifications can never evict it before it is written.
+pub(crate) type Reply = Option<oneshot::Sender<Value>>;
+
+/// Publishes the response message on the request's stream and hands it to
+/// `reply` if there is one.
+fn respond(conn: &Conn, stream: &StreamHandle, msg: Value, reply: Reply) {
+    let _ = conn.publish_now(stream, Some(&msg));
+    if let Some(tx) = reply {
+        let _ = tx.send(msg);
+    }
+}
+
 /// Publishes the priming event and spawns the handler, which publishes
-/// the request's notifications and finally its response on `stream`.
+/// the request's notifications and finally its response on `stream` (and
+/// hands the response to `reply`).
 pub(crate) fn start_request(
     state: &AppState,
     conn: &Arc<Conn>,
@@ -52,6 +68,7 @@ pub(crate) fn start_request(
     id: Value,
     method: String,
     params: Value,
+    reply: Reply,
 ) {
     let _ = conn.publish_now(stream, None);
     let Some(cancel) = conn.start_request(&id) else {
@@ -63,7 +80,7 @@ pub(crate) fn start_request(
                 "too many requests in flight on this session (at most {max}); retry when one has finished"
             ),
         );
-        let _ = conn.publish_now(stream, Some(&jsonrpc::response(&id, Err(e))));
+        respond(conn, stream, jsonrpc::response(&id, Err(e)), reply);
         let _ = conn.session.end_stream(stream);
         return;
     };
@@ -102,7 +119,7 @@ pub(crate) fn start_request(
             }
         };
         if let Some(outcome) = outcome {
-            let _ = conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)));
+            respond(&conn, &stream, jsonrpc::response(&id, outcome), reply);
         }
         conn.finish_request(&id);
         let _ = conn.session.end_stream(&stream);

@@ -101,6 +101,21 @@ impl StreamHandle {
         self.rec.mark_delivered(event.seq.0, event.index_in_stream);
         true
     }
+
+    /// Records that every event published on this stream so far counts as
+    /// delivered: for a transport that answered the stream's request another
+    /// way (a JSON-only response) and will never send its events. Meant for
+    /// a stream nobody publishes on any more; under a concurrent publish the
+    /// newest event may be left out, never counted twice.
+    pub fn mark_all_delivered(&self) {
+        // `published` before `high`: the producer stores them in that order,
+        // so the index read is never newer than the seq read.
+        let index = self.rec.published.load(Ordering::Acquire);
+        let high = self.rec.high.load(Ordering::Acquire);
+        if high > 0 {
+            self.rec.mark_delivered(high, index);
+        }
+    }
 }
 
 /// A point-in-time copy of a stream's bookkeeping.

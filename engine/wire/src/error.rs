@@ -91,10 +91,6 @@ kinds! {
     TooManyTickets = ("too_many_tickets", 429),
     /// No such route (the bundled binary's fallback).
     NotFound = ("not_found", 404),
-    /// The server could not produce a response it owed (e.g. a request
-    /// ended without a result): a bug or a resource limit, never a
-    /// judgement on the client's input.
-    Internal = ("internal", 500),
 }
 
 impl ErrorKind {
@@ -123,7 +119,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 27);
+        assert_eq!(ErrorKind::ALL.len(), 26);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 
@@ -142,7 +138,6 @@ mod tests {
             (K::TooManyTickets, 429),
             (K::TicketInvalid, 403),
             (K::HeadersTooLarge, 431),
-            (K::Internal, 500),
         ];
         for (k, status) in table {
             assert_eq!(k.http_status(), status, "{k}");

@@ -18,6 +18,7 @@ use gapless::ring::SnapshotError;
 use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, Subscription};
 use serde_json::{json, Value};
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -38,6 +39,13 @@ fn checked(req: &Request) -> (Accepts, Option<String>) {
     let acc = *req.extensions().get::<Accepts>().expect("the guard runs first");
     let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
     (acc, owner)
+}
+
+/// A channel's ends, each as an `Option` (for the `Reply` plumbing).
+fn split<T>(
+    (tx, rx): (oneshot::Sender<T>, oneshot::Receiver<T>),
+) -> (Option<oneshot::Sender<T>>, Option<oneshot::Receiver<T>>) {
+    (Some(tx), Some(rx))
 }
 
 fn rpc_error_response(status: StatusCode, e: RpcError) -> Response {
@@ -77,74 +85,56 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         }
         Incoming::Request { id, method, params } => {
             let stream = conn.session.open_stream().map_err(|_| ApiError::unknown_session())?;
-            dispatch::start_request(&state, &conn, &stream, id, method, params);
-            respond_on_stream(conn, stream, acc).await
+            let (tx, rx) = if acc.sse { (None, None) } else { split(oneshot::channel()) };
+            dispatch::start_request(&state, &conn, &stream, id, method, params, tx);
+            respond_on_stream(conn, stream, acc, rx).await
         }
     }
 }
 
-/// Answers a request: SSE following its stream, or (client accepts only
-/// JSON) the response alone.
+/// Answers a request: SSE following its stream, or, for a client that
+/// accepts only JSON, the response alone, taken from `reply`.
 async fn respond_on_stream(
     conn: Arc<Conn>,
     stream: StreamHandle,
     acc: Accepts,
+    reply: Option<oneshot::Receiver<Value>>,
 ) -> Result<Response, ApiError> {
-    let sub = conn.session.subscribe_stream(stream.id(), Seq(0)).map_err(|_| ApiError::unknown_session())?;
-    if acc.sse {
-        let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
-        return Ok(sse_response(conn, sub, stream, attach));
-    }
-    json_response(conn, sub, stream).await
-}
-
-/// The response of a JSON-only request: the last event of its stream. If
-/// events of the stream were evicted before it could be read (its own
-/// notifications overran the ring), the response is lost, and that is a
-/// 409 `gap_not_covered` with the numbers, never a 5xx.
-async fn json_response(
-    conn: Arc<Conn>,
-    mut sub: Subscription,
-    stream: StreamHandle,
-) -> Result<Response, ApiError> {
-    // The last event with a payload (the priming event has none), and the
-    // last event read at all.
-    let (mut last, mut read) = (None, Seq(0));
-    while let Some(item) = sub.recv().await {
-        match item {
-            Ok(e) => {
-                read = e.seq;
-                if !e.payload.is_empty() {
-                    last = Some(e);
-                }
-            }
-            Err(lag) => return Err(response_lost(&conn, &stream, read, lag)),
+    match reply {
+        Some(rx) if !acc.sse => json_response(conn, stream, rx).await,
+        _ => {
+            let sub = conn
+                .session
+                .subscribe_stream(stream.id(), Seq(0))
+                .map_err(|_| ApiError::unknown_session())?;
+            let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
+            Ok(sse_response(conn, sub, stream, attach))
         }
     }
-    let e = last.ok_or_else(|| ApiError::new(ErrorKind::Internal, "request ended without a response"))?;
-    conn.session.reader().mark_delivered(&e);
-    let mut r = Response::new(Body::from(e.payload));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(r)
 }
 
-/// The 409 for a JSON-only response whose stream lost events after `after`
-/// (the last event read), with the numbers the ring gives.
-fn response_lost(conn: &Conn, stream: &StreamHandle, after: Seq, lag: gapless::Lagged) -> ApiError {
-    let (oldest, missing) = match conn.session.reader().snapshot_stream(stream.id(), after) {
-        Err(SnapshotError::Evicted { oldest, missing, .. }) => (oldest, missing),
-        _ => (lag.oldest, gapless::Missing::AtLeast(1)),
+/// The response of a JSON-only request, handed over by the handler
+/// directly: its stream's events (the priming event, notifications) can
+/// never reach this client, and however many it published, none can evict
+/// the response first. Once written, the stream's events count as
+/// delivered (they never will be), so that they hold up no migration.
+async fn json_response(
+    conn: Arc<Conn>,
+    stream: StreamHandle,
+    reply: oneshot::Receiver<Value>,
+) -> Result<Response, ApiError> {
+    let Ok(msg) = reply.await else {
+        // No response will come: the session ended, or the client cancelled
+        // the request (MCP sends no response to a cancelled request).
+        if conn.session.is_closed() {
+            return Err(ApiError::unknown_session());
+        }
+        return Ok(StatusCode::ACCEPTED.into_response());
     };
-    ApiError::new(
-        ErrorKind::GapNotCovered,
-        format!(
-            "{missing} event(s) of this request's stream were evicted before the response could be written \
-             (the ring is too small for what the request published); its response is lost"
-        ),
-    )
-    .with("cursor", Value::Null)
-    .with("oldest", json!(oldest.get()))
-    .with("missing", json!(missing.count()))
+    stream.mark_all_delivered();
+    let mut r = axum::Json(msg).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(r)
 }
 
 fn sse_response(
@@ -183,10 +173,15 @@ async fn initialize(
     let result = dispatch::initialize_result(&state, version);
     let sid = session.id().to_string();
     let stream = session.open_stream().map_err(|_| ApiError::unknown_session())?;
+    let msg = jsonrpc::response(&id, Ok(result));
     let _ = conn.publish_now(&stream, None);
-    let _ = conn.publish_now(&stream, Some(&jsonrpc::response(&id, Ok(result))));
+    let _ = conn.publish_now(&stream, Some(&msg));
     let _ = session.end_stream(&stream);
-    let mut r = respond_on_stream(conn, stream, acc).await?;
+    let (tx, rx) = split(oneshot::channel());
+    if let Some(tx) = tx {
+        let _ = tx.send(msg);
+    }
+    let mut r = respond_on_stream(conn, stream, acc, rx).await?;
     r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&sid).expect("hex id"));
     Ok(r)
 }

@@ -245,7 +245,7 @@ fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), S
     {
         Incoming::Request { id, method, params } => {
             let stream = conn.session.open_stream().map_err(|_| "session closed".to_owned())?;
-            start_request(state, conn, &stream, id, method, params);
+            start_request(state, conn, &stream, id, method, params, None);
         }
         Incoming::Notification { method, params } => handle_notification(state, conn, &method, &params),
         Incoming::Response { id, outcome } => {
