@@ -1286,3 +1286,36 @@ fn dropped_registrants_leave_no_wakers_behind() {
     p.publish(&s, payload(2, 8)).unwrap();
     assert_eq!(w2.0.load(std::sync::atomic::Ordering::SeqCst), 1, "nobody left to wake");
 }
+
+/// `evict_to` evicts whole chunks below the one being written, oldest
+/// first, until the footprint fits: explicitly (coverage, cursors and
+/// snapshots say so), never under a snapshot taken before (it pins), and
+/// the footprint counts what the producer holds.
+#[test]
+fn evict_to_frees_whole_chunks_explicitly() {
+    let (mut p, r) = new_ring(cfg(64, 1 << 20, 8));
+    let s = p.open_stream();
+    let empty = p.footprint();
+    for i in 0..40u64 {
+        p.publish(&s, payload(i, 1000)).unwrap(); // 5 chunks of 8
+    }
+    let full = p.footprint();
+    assert!(full >= empty + 40 * 1000, "footprint {full} counts the payloads (empty ring: {empty})");
+    let pinned = r.snapshot(Seq(0)).unwrap(); // all 40
+    let mut cursor = r.cursor(Seq(1));
+    // Down to half: whole chunks go until it fits.
+    let evicted = p.evict_to(full - 20 * 1000);
+    assert_eq!(evicted % 8, 0, "whole chunks only");
+    assert!(evicted >= 16, "evicted {evicted}");
+    assert_eq!(r.oldest(), Seq(evicted + 1));
+    assert!(p.footprint() <= full - 16 * 1000, "{} after evicting {evicted}", p.footprint());
+    assert_eq!(r.coverage(Seq(0)), Coverage::Evicted { oldest: Seq(evicted + 1), missing: evicted });
+    assert_eq!(cursor.try_next().unwrap_err(), Lagged { wanted: Seq(1), oldest: Seq(evicted + 1) });
+    assert_eq!(pinned.iter().count(), 40, "a snapshot pins what it took");
+    // Never the chunk being written, however low the target.
+    p.evict_to(0);
+    assert_eq!(r.oldest(), Seq(33), "the last chunk (33..=40) stays");
+    assert_eq!(r.snapshot(Seq(32)).unwrap().len(), 8);
+    // Publishing goes on from there.
+    assert_eq!(p.publish(&s, payload(41, 10)).unwrap(), Seq(41));
+}

@@ -121,6 +121,11 @@ impl From<SessionError> for ApiError {
                 ErrorKind::TooManySessions,
                 format!("the server holds its maximum of {max} sessions"),
             ),
+            SessionError::MemoryExhausted { limit } => ApiError::new(
+                ErrorKind::MemoryExhausted,
+                format!("the server's memory budget ({limit} bytes) is spent; retry later"),
+            )
+            .retry_after(5),
             _ => ApiError::unknown_session(),
         }
     }

@@ -73,6 +73,12 @@ impl AppState {
     }
 }
 
+/// A message as a payload whose allocation is its length (what the ring's
+/// budgets count).
+fn json_bytes(msg: &Value) -> Bytes {
+    gapless::ring::exact_bytes(serde_json::to_vec(msg).expect("JSON values serialize"))
+}
+
 /// What one connection of a session carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Lane {
@@ -151,14 +157,12 @@ impl Conn {
     }
 
     pub(crate) async fn publish_json(&self, pacer: &Pacer, msg: &Value) -> Result<Seq, SendError> {
-        self.publish_bytes(pacer, Bytes::from(serde_json::to_vec(msg).expect("JSON values serialize"))).await
+        self.publish_bytes(pacer, json_bytes(msg)).await
     }
 
     /// Publishes without pacing (results, priming events: never held back).
     pub(crate) fn publish_now(&self, stream: &StreamHandle, msg: Option<&Value>) -> Result<Seq, SendError> {
-        let bytes =
-            msg.map_or_else(Bytes::new, |m| Bytes::from(serde_json::to_vec(m).expect("JSON serializes")));
-        Ok(self.session.publish(stream, bytes)?)
+        Ok(self.session.publish(stream, msg.map_or_else(Bytes::new, json_bytes))?)
     }
 
     pub(crate) async fn client_request(

@@ -3,6 +3,19 @@
 use bytes::Bytes;
 use gapless_wire::{Seq, StreamId};
 
+/// A payload made from `v` whose allocation is what its length says: the
+/// ring's byte budget and the hub's memory budget count a payload by its
+/// length, while a `Bytes` made from a `Vec` keeps the `Vec`'s whole
+/// capacity alive (`serde_json::to_vec` and `format!` often leave half of
+/// it unused). A `Vec` whose capacity is well above its length is shrunk
+/// first (which may copy it); others are taken as they are.
+pub fn exact_bytes(mut v: Vec<u8>) -> Bytes {
+    if v.capacity() > v.len() + v.len() / 8 + 64 {
+        v.shrink_to_fit();
+    }
+    Bytes::from(v)
+}
+
 /// One published event, owned: `(seq, stream, payload)`. Cloning the payload
 /// is a reference-count bump, never a copy of the bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -196,7 +196,7 @@ pub use config::{
 #[cfg(feature = "tokio")]
 pub(crate) use cursor::Staged;
 pub use cursor::{Cursor, Lagged, Next, NextBatch};
-pub use event::{Event, EventRef};
+pub use event::{exact_bytes, Event, EventRef};
 pub use producer::{Producer, PublishError};
 pub use reader::{Coverage, Reader};
 pub use snapshot::{Missing, Snapshot, SnapshotError, SnapshotIter};

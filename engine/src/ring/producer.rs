@@ -82,6 +82,8 @@ pub struct Producer {
     /// kept so that the next `roll` reuses its memory (still cache-warm from
     /// eviction) instead of allocating.
     spare: Option<Arc<Chunk>>,
+    /// Chunks in `held` (`Some` entries).
+    chunks: usize,
     /// Ids handed out so far.
     streams_opened: u64,
     /// Directory size after the last reclamation sweep.
@@ -113,6 +115,7 @@ impl Producer {
             held: (0..nslots).map(|_| None).collect(),
             fill: c,
             spare: None,
+            chunks: 0,
             streams_opened: 0,
             swept_len: 0,
             tomb_order: std::collections::VecDeque::new(),
@@ -315,10 +318,20 @@ impl Producer {
         // hides a seq a reader still believes retained: store it now.
         #[cfg(not(gapless_mutant = "late_evict"))]
         self.shared.window.oldest.store(o, Ordering::Release);
+        self.clear_chunks(k0, k1);
+        #[cfg(gapless_mutant = "late_evict")]
+        self.shared.window.oldest.store(o, Ordering::Release);
+        false
+    }
+
+    /// Takes chunks `k0 .. k1`, wholly below the stored `oldest`, out of
+    /// their slots and out of the producer's hands.
+    fn clear_chunks(&mut self, k0: u64, k1: u64) {
         for k in k0..k1 {
             let i = self.geo.slot_of(k);
             self.shared.slots[i].store(None);
             let mut gone = self.held[i].take().expect("a retained chunk is held");
+            self.chunks -= 1;
             // Unique now (no slot, no snapshot or cursor pinning it): keep
             // its memory for the next chunk. Its payloads go now, as they
             // would if it were freed.
@@ -327,16 +340,78 @@ impl Producer {
                 self.spare = Some(gone);
             }
         }
-        #[cfg(gapless_mutant = "late_evict")]
-        self.shared.window.oldest.store(o, Ordering::Release);
-        false
     }
 
-    /// Payload length of retained `seq` (producer-side read of its own cell).
+    /// Evicts whole chunks of the oldest events, never the chunk being
+    /// written, until [`Producer::footprint`] is at most `target` or only
+    /// that chunk is left; returns how many events it evicted. The eviction
+    /// is like any other: readers that need an evicted event are told, and
+    /// a resume needing one is refused with the numbers. For a budget that
+    /// spans rings (the session layer's memory budget).
+    pub fn evict_to(&mut self, target: usize) -> u64 {
+        let head_chunk = self.geo.chunk_no(self.head.max(1));
+        let old = self.oldest;
+        let mut o = old;
+        while o <= self.head && self.geo.chunk_no(o) < head_chunk && self.footprint_with(o) > target {
+            let next = self.geo.chunk_first(self.geo.chunk_no(o) + 1);
+            while o < next {
+                self.bytes -= self.payload_len(o);
+                o += 1;
+            }
+        }
+        if o == old {
+            return 0;
+        }
+        self.oldest = o;
+        // As in `evict_for`: `oldest` is stored before the slots are
+        // cleared, so clearing never hides a seq a reader believes retained.
+        #[cfg(not(gapless_mutant = "late_evict"))]
+        self.shared.window.oldest.store(o, Ordering::Release);
+        self.clear_chunks(self.geo.chunk_no(old), self.geo.chunk_no(o));
+        #[cfg(gapless_mutant = "late_evict")]
+        self.shared.window.oldest.store(o, Ordering::Release);
+        o - old
+    }
+
+    /// Bytes this producer keeps alive: retained payloads and the evicted
+    /// ones still in the oldest held chunk, the cells of every held chunk
+    /// and the spare, the slot table, stream records and tombstones. What a
+    /// snapshot or a cursor pins beyond that is not counted. Costs a walk of
+    /// at most one chunk's evicted cells.
+    pub fn footprint(&self) -> usize {
+        self.footprint_with(self.oldest)
+    }
+
+    /// [`Producer::footprint`] as it would be with `oldest` at `o` (the
+    /// retained bytes already lowered to match).
+    fn footprint_with(&self, o: u64) -> usize {
+        let geo = &self.geo;
+        // Evicted payloads of the chunk `o` is in, still held by it.
+        let k = geo.chunk_no(o);
+        let dead: usize = match &self.held[geo.slot_of(k)] {
+            Some(c) if c.first == geo.chunk_first(k) => {
+                (geo.chunk_first(k)..o.min(self.head + 1)).map(|s| self.payload_len(s)).sum()
+            }
+            _ => 0,
+        };
+        let chunks = self.chunks + usize::from(self.spare.is_some());
+        let records = self.shared.streams.load_full().map_or(0, |d| d.len());
+        self.bytes
+            + dead
+            + chunks * chunk_bytes(geo.chunk_events)
+            + geo.slots() * 2 * std::mem::size_of::<usize>()
+            + records * RECORD_BYTES
+            + self.tomb_order.len() * TOMBSTONE_BYTES
+    }
+
+    /// Payload length of `seq <= head` whose chunk is still held: a
+    /// retained seq, or an evicted one of the oldest held chunk
+    /// (producer-side read of its own cell).
     #[inline]
     fn payload_len(&self, seq: u64) -> usize {
-        // SAFETY: `seq` is retained (oldest <= seq <= head), so its cell was
-        // written by us; cells are never rewritten.
+        // SAFETY: `seq <= head` and its chunk is held (`held` panics
+        // otherwise), so its cell was written by us, before any later
+        // publish; cells are never rewritten while their chunk is held.
         unsafe { held(&self.held, &self.geo, seq).get(self.geo.cell_idx(seq)) }.payload.len()
     }
 
@@ -363,6 +438,7 @@ impl Producer {
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.held[i] = Some(chunk);
+        self.chunks += 1;
         self.fill = 0;
     }
 
@@ -380,6 +456,20 @@ fn held<'a>(held: &'a [Option<Arc<Chunk>>], geo: &Geometry, seq: u64) -> &'a Chu
     held[i].as_deref().expect("a retained seq's chunk is held")
 }
 
+/// Bytes of one chunk allocation of `c` cells: the cells, the chunk and the
+/// `Arc` header.
+fn chunk_bytes(c: usize) -> usize {
+    c * std::mem::size_of::<super::chunk::Cell>()
+        + std::mem::size_of::<Chunk>()
+        + 2 * std::mem::size_of::<usize>()
+}
+
+/// Bytes of one stream record with its `Arc` and directory entry.
+const RECORD_BYTES: usize = std::mem::size_of::<StreamRecord>() + 4 * std::mem::size_of::<usize>();
+
+/// Bytes of one tombstone entry.
+const TOMBSTONE_BYTES: usize = 4 * std::mem::size_of::<u64>();
+
 /// Most records of finished, evicted, not fully delivered streams a ring
 /// keeps (see `open_stream`).
 const KEEP_UNDELIVERED: usize = 256;
@@ -394,8 +484,13 @@ fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
 
 impl Drop for Producer {
     fn drop(&mut self) {
+        // The head's chunk may be gone already if it was full and evicted
+        // (`evict_to` on a ring whose last chunk is complete); a full chunk
+        // was sealed when it filled.
         if self.head > 0 {
-            held(&self.held, &self.geo, self.head).seal(self.fill);
+            if let Some(c) = &self.held[self.geo.slot_of(self.geo.chunk_no(self.head))] {
+                c.seal(self.fill);
+            }
         }
         self.shared.closed.store(true, Ordering::Release);
         self.notify();

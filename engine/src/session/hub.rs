@@ -5,6 +5,7 @@
 //! and a publisher holds its `Arc<Session>`, so publishers of different
 //! sessions never wait on each other.
 
+use super::budget::MemoryBudget;
 use super::lock;
 use super::secret::SessionId;
 use super::session::Session;
@@ -30,6 +31,13 @@ pub struct HubConfig {
     pub ticket_ttl: Duration,
     /// Most outstanding tickets per session (default 4).
     pub max_tickets: usize,
+    /// Most bytes all sessions' rings together may keep alive (default:
+    /// `usize::MAX`, no limit beyond each ring's own). Over it, the oldest
+    /// events of the sessions that hold most and were idle longest are
+    /// evicted, explicitly; a new session is refused
+    /// ([`SessionError::MemoryExhausted`]) only when that cannot make room.
+    /// See the `budget` module docs for what is counted.
+    pub max_memory: usize,
 }
 
 impl Default for HubConfig {
@@ -40,6 +48,7 @@ impl Default for HubConfig {
             idle_timeout: Duration::from_secs(600),
             ticket_ttl: Duration::from_secs(30),
             max_tickets: 4,
+            max_memory: usize::MAX,
         }
     }
 }
@@ -59,6 +68,12 @@ pub enum SessionError {
         /// How long it had been idle.
         idle_for: Duration,
     },
+    /// The hub's memory budget is spent and evicting could not make room
+    /// for another session.
+    MemoryExhausted {
+        /// The budget in bytes.
+        limit: usize,
+    },
     /// The hub's ring configuration is invalid.
     Config(ConfigError),
 }
@@ -68,6 +83,9 @@ impl fmt::Display for SessionError {
         match self {
             SessionError::TooManySessions { max } => write!(f, "session limit of {max} reached"),
             SessionError::Unknown => f.write_str("unknown session"),
+            SessionError::MemoryExhausted { limit } => {
+                write!(f, "the memory budget of {limit} bytes is spent; no room for another session")
+            }
             SessionError::Expired { idle_for } => write!(f, "session expired after {idle_for:?} idle"),
             SessionError::Config(e) => write!(f, "invalid ring configuration: {e}"),
         }
@@ -90,6 +108,8 @@ pub struct Hub {
     count: AtomicUsize,
     config: HubConfig,
     epoch: Instant,
+    /// The memory budget across every session's ring.
+    budget: Arc<MemoryBudget>,
     /// When (millis since `epoch`) a full hub last swept for expired
     /// sessions on a creation: at most once a second, so that a client
     /// hammering a full hub does not make each refusal scan every session.
@@ -108,11 +128,13 @@ impl Hub {
     pub fn new(config: HubConfig) -> Result<Self, ConfigError> {
         // Validate once, so session creation can only fail on the bound.
         drop(ring(config.ring)?);
+        let epoch = Instant::now();
         Ok(Hub {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             count: AtomicUsize::new(0),
+            budget: Arc::new(MemoryBudget::new(config.max_memory, config.max_sessions, epoch)),
             config,
-            epoch: Instant::now(),
+            epoch,
             last_full_sweep_ms: AtomicU64::new(0),
             tickets: TicketIndex::default(),
         })
@@ -121,6 +143,12 @@ impl Hub {
     /// The limits.
     pub fn config(&self) -> &HubConfig {
         &self.config
+    }
+
+    /// Bytes the sessions' rings keep alive, as last reported to the memory
+    /// budget (within a granule per session of the exact sum).
+    pub fn memory_used(&self) -> usize {
+        self.budget.used()
     }
 
     /// Live sessions.
@@ -157,10 +185,19 @@ impl Hub {
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
         let (producer, reader) = ring(self.config.ring).map_err(SessionError::Config)?;
+        // Room in the memory budget for the new ring's base footprint, if
+        // need be after evicting from the others.
+        let base = producer.footprint();
+        if !self.budget.fits(base) {
+            self.budget.reclaim();
+            if !self.budget.fits(base) {
+                return Err(SessionError::MemoryExhausted { limit: self.budget.limit() });
+            }
+        }
         // Room for one more, if need be after sweeping expired sessions once.
         // Replacing an existing id needs none (checked under the shard lock).
         let reserved = self.reserve_slot() || (self.sweep_if_due() > 0 && self.reserve_slot());
-        let session = Arc::new(Session::new(id, owner, producer, reader, self.now_ms()));
+        let session = Arc::new(Session::new(id, owner, producer, reader, &self.budget, self.now_ms()));
         let old = {
             let mut shard = lock(self.shard(&id));
             if !reserved && !shard.contains_key(&id) {
@@ -248,7 +285,7 @@ impl Hub {
         if s.connections.load(Ordering::Acquire) > 0 {
             return None;
         }
-        let idle = self.now_ms().saturating_sub(s.last_active.load(Ordering::Acquire));
+        let idle = self.now_ms().saturating_sub(s.ledger.last_active.load(Ordering::Acquire));
         let idle = Duration::from_millis(idle);
         (idle >= self.config.idle_timeout).then_some(idle)
     }
@@ -278,7 +315,7 @@ impl Hub {
     // Hidden: transport bookkeeping (gapless-server calls it per request).
     #[doc(hidden)]
     pub fn touch(&self, s: &Session) {
-        s.last_active.store(self.now_ms(), Ordering::Release);
+        s.ledger.last_active.store(self.now_ms(), Ordering::Release);
     }
 
     /// Counts an open connection on `s` until the guard drops; a session

@@ -8,11 +8,12 @@
 //! the async layer above it (`subscription`) or of HTTP. It uses `std::sync`
 //! directly: the loom shim belongs to the ring.
 //!
-//! Its files import each other in one direction only: `secret`, `ticket`
-//! and `pace` (state) under `session` (one session) under `hub` under
+//! Its files import each other in one direction only: `secret`, `ticket`,
+//! `pace` and `budget` (state) under `session` (one session) under `hub` under
 //! `resume` (the decision table, `impl Hub`) under `migrate` (tickets
 //! issued and redeemed, `impl Hub`).
 
+mod budget;
 mod hub;
 mod migrate;
 #[cfg(feature = "tokio")]

@@ -3,6 +3,7 @@
 //! producer (`docs/SPEC.md` §3.1). Readers, coverage checks and snapshots
 //! go through the session's [`Reader`] and never take that mutex.
 
+use super::budget::{Ledger, MemoryBudget};
 use super::lock;
 #[cfg(feature = "tokio")]
 use super::pace::{PaceGate, Pacer};
@@ -12,22 +13,20 @@ use crate::ring::{Producer, PublishError, Reader, StreamHandle};
 use bytes::Bytes;
 use gapless_wire::{EventId, Namespace, Seq, StreamId};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// One MCP session: a ring, its namespace, its writers' mutex.
 pub struct Session {
     id: SessionId,
     ns: Namespace,
     pub(super) owner: Option<String>,
-    /// The single producer, behind the per-session writer lock
-    /// (`docs/SPEC.md` §3.1).
-    /// Taken only to publish, open or end a stream.
-    writer: Mutex<Option<Producer>>,
+    /// The producer behind the writer lock, and the session's entry in the
+    /// hub's memory budget (with its last-activity time).
+    pub(super) ledger: Arc<Ledger>,
+    budget: Arc<MemoryBudget>,
     reader: Reader,
     standalone: StreamHandle,
-    /// Millis since the hub's epoch of the last request or connection end.
-    pub(super) last_active: AtomicU64,
     /// Open connections (SSE streams, sockets).
     pub(super) connections: AtomicUsize,
     /// Set once when the session migrates to a WebSocket.
@@ -77,6 +76,7 @@ impl Session {
         owner: Option<&str>,
         mut producer: Producer,
         reader: Reader,
+        budget: &Arc<MemoryBudget>,
         now: u64,
     ) -> Self {
         let standalone = producer.open_stream();
@@ -84,10 +84,10 @@ impl Session {
             id,
             ns: random_namespace(),
             owner: owner.map(str::to_owned),
-            writer: Mutex::new(Some(producer)),
+            ledger: budget.open(producer, now),
+            budget: Arc::clone(budget),
             reader,
             standalone,
-            last_active: AtomicU64::new(now),
             connections: AtomicUsize::new(0),
             migrated: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -141,8 +141,8 @@ impl Session {
     }
 
     fn with_writer<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> Result<R, SessionPublishError> {
-        let mut w = lock(&self.writer);
-        w.as_mut().map(f).ok_or(SessionPublishError::Closed)
+        let mut w = lock(&self.ledger.writer);
+        w.as_mut().map(|w| f(&mut w.producer)).ok_or(SessionPublishError::Closed)
     }
 
     /// Opens a stream (e.g. for one POST request).
@@ -151,8 +151,27 @@ impl Session {
     }
 
     /// Publishes on `stream`; serialized with the session's other writers.
+    /// If the hub's memory budget is exceeded then, the oldest events of the
+    /// sessions that hold most and were idle longest are evicted (see
+    /// `HubConfig::max_memory`).
     pub fn publish(&self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, SessionPublishError> {
-        self.with_writer(|p| p.publish(stream, payload))?.map_err(Into::into)
+        let seq = {
+            let mut guard = lock(&self.ledger.writer);
+            let w = guard.as_mut().ok_or(SessionPublishError::Closed)?;
+            let seq = w.producer.publish(stream, payload)?;
+            self.budget.account(w);
+            seq
+        };
+        if self.budget.over() {
+            self.budget.reclaim();
+        }
+        Ok(seq)
+    }
+
+    /// Bytes this session's ring keeps alive, as last reported to the
+    /// hub's memory budget (see `Producer::footprint`).
+    pub fn footprint(&self) -> usize {
+        lock(&self.ledger.writer).as_ref().map_or(0, |w| w.producer.footprint())
     }
 
     /// Ends `stream` (its followers finish after its last event).
@@ -170,8 +189,10 @@ impl Session {
     /// entries.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let producer = lock(&self.writer).take();
-        if let Some(mut p) = producer {
+        let writer = lock(&self.ledger.writer).take();
+        if let Some(w) = writer {
+            self.budget.close(&w);
+            let mut p = w.producer;
             for info in self.reader.streams() {
                 if !info.ended {
                     if let Some(h) = p.handle(info.id) {

@@ -70,6 +70,9 @@ kinds! {
     OriginNotAllowed = ("origin_not_allowed", 403),
     /// The session limit is reached.
     TooManySessions = ("too_many_sessions", 503),
+    /// The server's memory budget is spent, and evicting the oldest events
+    /// of other sessions could not make room for another session.
+    MemoryExhausted = ("memory_exhausted", 503),
     /// The server holds its maximum of open connections (in all, or from
     /// this peer's address); answered before any request is read.
     TooManyConnections = ("too_many_connections", 503),
@@ -119,7 +122,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 26);
+        assert_eq!(ErrorKind::ALL.len(), 27);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 

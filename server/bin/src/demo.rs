@@ -1,7 +1,6 @@
 //! The bundled application (`docs/SPEC.md` §5.1): `emit_events` to exercise the
 //! transport, plus the fixtures the official conformance suite expects.
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless_server::host::{Host, LogLevel, RequestContext};
 use gapless_server::jsonrpc::RpcError;
@@ -106,9 +105,9 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
             r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","logger":"emit","data":{{"seq":{i},"pad":"{pad}"}}}}}}"#
         );
         let sent = if standalone {
-            session.notify_raw(Bytes::from(msg)).await
+            session.notify_raw(gapless::ring::exact_bytes(msg.into_bytes())).await
         } else {
-            ctx.notify_raw(Bytes::from(msg)).await
+            ctx.notify_raw(gapless::ring::exact_bytes(msg.into_bytes())).await
         };
         sent.map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
         if interval > 0 && i < count {

@@ -29,6 +29,11 @@ struct Args {
     /// Most live sessions.
     #[arg(long, default_value_t = 10_000)]
     max_sessions: usize,
+    /// Most bytes all sessions' rings together may keep: a number with an
+    /// optional K, M, G or T (powers of 1024), or `unlimited`. Default: a
+    /// quarter of the machine's memory (/proc/meminfo), 1G where unknown.
+    #[arg(long, value_parser = parse_size)]
+    max_memory: Option<usize>,
     /// Seconds a session may sit with no connection and no request.
     #[arg(long, default_value_t = 600)]
     idle_timeout_secs: u64,
@@ -77,6 +82,46 @@ struct Args {
     shutdown_grace_secs: u64,
 }
 
+/// `512M`, `2G`, `1048576`, `unlimited`.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("unlimited") {
+        return Ok(usize::MAX);
+    }
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("unknown size suffix {c:?} (use K, M, G or T)")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: usize = digits.trim().parse().map_err(|_| format!("{s:?} is not a size like 512M or 2G"))?;
+    n.checked_mul(1usize << shift).filter(|&b| b > 0).ok_or_else(|| format!("{s:?} is zero or too large"))
+}
+
+/// A quarter of the machine's memory (`MemTotal` of /proc/meminfo), or 1 GiB
+/// where that cannot be read.
+fn default_max_memory() -> usize {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let kb = m
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<usize>()
+            .ok()?;
+        kb.checked_mul(1024)
+    });
+    total.map_or(1 << 30, |t| t / 4)
+}
+
 /// Raises the soft open-file limit to the hard one and returns the soft
 /// limit now in force (`None` where it cannot be read).
 // `rlim_t` is `u64` on Linux, not on every unix: the conversion is not
@@ -116,6 +161,7 @@ async fn main() -> std::io::Result<()> {
     let ring = RingConfig::new(a.ring_events, a.ring_bytes);
     let mut config = ServerConfig::default().with_ring(ring);
     config.hub.max_sessions = a.max_sessions;
+    config.hub.max_memory = a.max_memory.unwrap_or_else(default_max_memory);
     config.hub.idle_timeout = Duration::from_secs(a.idle_timeout_secs);
     config.hub.ticket_ttl = Duration::from_secs(a.ticket_ttl_secs);
     config.sse_retry = Duration::from_millis(a.sse_retry_ms);
@@ -155,6 +201,10 @@ async fn main() -> std::io::Result<()> {
     let sweeper = server.spawn_sweeper(Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind(a.bind).await?;
     tracing::info!(addr = %listener.local_addr()?, path = %a.path, "gapless-server listening");
+    match server.hub().config().max_memory {
+        usize::MAX => tracing::info!("memory budget: unlimited (each ring is still bounded)"),
+        b => tracing::info!(bytes = b, mib = b >> 20, "memory budget of all session rings"),
+    }
     // The library router has no fallback; the binary answers every other
     // path with the JSON error body too.
     let app = server

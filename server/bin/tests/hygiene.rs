@@ -382,3 +382,28 @@ async fn live_sessions_per_client_are_capped() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// With the memory budget spent and nothing left to evict, `initialize` is
+/// refused 503 `memory_exhausted` with `Retry-After`; the sessions already
+/// there keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_is_refused_when_the_memory_budget_is_spent() {
+    let mut config = ServerConfig::default().with_ring(gapless::RingConfig::new(64, 1 << 20));
+    config.hub.max_memory = 64 << 10;
+    let s = start(config).await;
+    let mut sessions = vec![];
+    let refused = loop {
+        let r = s.post(None, init_body()).await;
+        if r.status() != 200 {
+            break r;
+        }
+        sessions.push(header(r.headers(), "mcp-session-id").unwrap());
+        let _ = r.text().await;
+        assert!(sessions.len() < 1000, "never refused");
+    };
+    assert!(header(refused.headers(), "retry-after").is_some());
+    expect_error(refused, 503, "memory_exhausted").await;
+    assert!(!sessions.is_empty());
+    let ping = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"ping"});
+    assert_eq!(s.post(Some(&sessions[0]), ping).await.status(), 200);
+}

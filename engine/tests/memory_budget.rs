@@ -1,0 +1,126 @@
+//! The hub's memory budget, measured with a counting allocator: a flood of
+//! sessions that each fill a large ring and are never read stays within the
+//! budget plus a constant, the flood's rings are evicted explicitly (a
+//! resume is refused with the numbers), and a canary session that is being
+//! read loses nothing.
+
+use bytes::Bytes;
+use gapless::{ErrorKind, Hub, HubConfig, ResumeRequest, RingConfig, Seq, SessionError};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Live heap bytes, and the most there ever were.
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call forwards to the system allocator with the caller's
+// layout; the counters only observe.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: `p` came from `alloc` with this layout.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const MIB: usize = 1 << 20;
+
+/// Every live session of `hub` together keeps at most the budget plus a
+/// granule per session alive, and the whole process at most that plus the
+/// test's own allocations (a few MiB, measured before the flood).
+#[test]
+fn a_flood_stays_within_the_budget_and_a_read_canary_loses_nothing() {
+    let budget = 32 * MIB;
+    let hub = Arc::new(
+        Hub::new(HubConfig {
+            // Each ring alone could hold 16 MiB: 64 of them would be 1 GiB.
+            ring: RingConfig::new(4096, 16 * MIB),
+            max_sessions: 256,
+            max_memory: budget,
+            ..HubConfig::default()
+        })
+        .unwrap(),
+    );
+    // The canary: published to throughout, read as it goes.
+    let canary = hub.create(None).unwrap();
+    let stream = canary.open_stream().unwrap();
+    let mut sub = canary.subscribe_stream(stream.id(), Seq(0)).unwrap();
+    let baseline = LIVE.load(Ordering::Relaxed);
+    PEAK.store(baseline, Ordering::Relaxed);
+    let mut next = 1u64;
+    let payload = |n: usize| Bytes::from(vec![7u8; n]);
+    let mut flood = Vec::new();
+    for s in 0..64 {
+        let victim = hub.create(None).expect("eviction makes room for a new session");
+        let st = victim.open_stream().unwrap();
+        for _ in 0..1000 {
+            victim.publish(&st, payload(4096)).unwrap();
+        }
+        flood.push((victim, st));
+        // The canary goes on, and its reader keeps up.
+        for _ in 0..50 {
+            canary.publish(&stream, Bytes::from(format!("{next}"))).unwrap();
+            next += 1;
+        }
+        while let Ok(gapless::Next::Event(e)) = sub.try_recv() {
+            if !e.payload.is_empty() {
+                let got: u64 = std::str::from_utf8(&e.payload).unwrap().parse().unwrap();
+                assert_eq!(got, e.index_in_stream, "the canary's events arrive dense, in order");
+            }
+        }
+        assert!(hub.memory_used() <= budget + budget / 8, "after {s} sessions: {} used", hub.memory_used());
+    }
+    let peak = PEAK.load(Ordering::Relaxed) - baseline;
+    // The slack: a granule per session (an eighth of the budget), one
+    // 4 KiB payload in flight, allocator rounding of the chunk tables.
+    assert!(peak <= budget + budget / 4, "peak heap {} MiB over a {} MiB budget", peak / MIB, budget / MIB);
+    // The canary's reader saw every event, none was evicted under it.
+    assert_eq!(canary.reader().stream(stream.id()).unwrap().published, next - 1);
+    assert!(matches!(sub.try_recv(), Ok(gapless::Next::Pending)), "nothing left, no lag");
+    // The flood's first rings lost their oldest events, explicitly.
+    let (first, st) = &flood[0];
+    let snap = first.reader().snapshot_stream(st.id(), Seq(0));
+    assert!(matches!(snap, Err(gapless::SnapshotError::Evicted { .. })), "{snap:?}");
+    // A migration from "processed nothing" is refused with the numbers.
+    let sid = first.id().to_string();
+    let r = hub.check_migration(ResumeRequest::new(&sid)).unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::GapNotCovered, "{r}");
+}
+
+/// When evicting cannot make room (every ring is down to the chunk it is
+/// writing), a new session is refused, and a session that goes frees its
+/// share.
+#[test]
+fn new_sessions_are_refused_only_when_eviction_cannot_make_room() {
+    let ring = RingConfig { capacity: 64, byte_budget: MIB, chunk_events: 64 };
+    let hub =
+        Hub::new(HubConfig { ring, max_sessions: 10_000, max_memory: 256 << 10, ..HubConfig::default() })
+            .unwrap();
+    let mut live = Vec::new();
+    let refused = loop {
+        match hub.create(None) {
+            Ok(s) => live.push(s),
+            Err(e) => break e,
+        }
+        assert!(live.len() < 10_000, "never refused");
+    };
+    assert!(matches!(refused, SessionError::MemoryExhausted { limit } if limit == 256 << 10), "{refused:?}");
+    assert!(hub.memory_used() <= 256 << 10);
+    let gone = live.pop().unwrap();
+    hub.remove(&gone.id());
+    assert!(hub.create(None).is_ok(), "a removed session's share is free again");
+}
