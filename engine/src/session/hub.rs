@@ -184,31 +184,45 @@ impl Hub {
     /// the sessions (the periodic `sweep_idle` frees them meanwhile).
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
-        let (producer, reader) = ring(self.config.ring).map_err(SessionError::Config)?;
+        // Room for one more, if need be after sweeping expired sessions.
+        // Replacing an existing id needs none. A refusal is decided here,
+        // before anything is allocated (and again under the shard lock).
+        let reserved = self.reserve_slot() || (self.sweep_if_due() > 0 && self.reserve_slot());
+        if !reserved && !lock(self.shard(&id)).contains_key(&id) {
+            return Err(SessionError::TooManySessions { max });
+        }
+        let unreserve = || {
+            if reserved {
+                self.count.fetch_sub(1, Ordering::AcqRel);
+            }
+        };
+        let (producer, reader) = ring(self.config.ring).map_err(|e| {
+            unreserve();
+            SessionError::Config(e)
+        })?;
         // Room in the memory budget for the new ring's base footprint, if
         // need be after evicting from the others.
         let base = producer.footprint();
         if !self.budget.fits(base) {
             self.budget.reclaim();
             if !self.budget.fits(base) {
+                unreserve();
                 return Err(SessionError::MemoryExhausted { limit: self.budget.limit() });
             }
         }
-        // Room for one more, if need be after sweeping expired sessions once.
-        // Replacing an existing id needs none (checked under the shard lock).
-        let reserved = self.reserve_slot() || (self.sweep_if_due() > 0 && self.reserve_slot());
         let session = Arc::new(Session::new(id, owner, producer, reader, &self.budget, self.now_ms()));
         let old = {
             let mut shard = lock(self.shard(&id));
             if !reserved && !shard.contains_key(&id) {
+                // The id went meanwhile: no replacement, and no room.
+                drop(shard);
+                self.end(&session);
                 return Err(SessionError::TooManySessions { max });
             }
             shard.insert(id, Arc::clone(&session))
         };
         if let Some(old) = old {
-            if reserved {
-                self.count.fetch_sub(1, Ordering::AcqRel);
-            }
+            unreserve();
             self.end(&old);
         }
         Ok(session)
