@@ -17,6 +17,11 @@
 //!
 //! Usage: `cargo run --release -p gapless-benches --bin interleaved [-- ROUNDS]`
 //! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
+//!
+//! `interleaved --instructions CONTENDER N` (`gapless`, `session`, `floor`,
+//! `broadcast`) only runs N operations of one contender, for callgrind:
+//! `(Ir(2N) - Ir(N)) / N` is its instruction count per operation, which
+//! repeats exactly whatever else the machine does.
 
 use gapless::ring::DEFAULT_BYTE_BUDGET;
 use gapless::{ring, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId};
@@ -102,6 +107,11 @@ fn ratio_json(a: &Series, b: &Series) -> (f64, String) {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--instructions") {
+        let n = args.get(3).and_then(|a| a.parse().ok()).expect("--instructions CONTENDER N");
+        return instructions(&args[2], n);
+    }
     let n_rounds: usize = std::env::args().nth(1).map_or(201, |a| a.parse().expect("ROUNDS is a number"));
     pin_to(0);
     let p = payload();
@@ -242,4 +252,48 @@ fn main() {
     std::fs::write(&path, format!("{{\n  \"rounds\": {n_rounds},\n{}\n}}\n", json.join(",\n")))
         .expect("write interleaved results");
     println!("interleaved: wrote {}", path.display());
+}
+
+/// `interleaved --instructions CONTENDER N`: runs N operations of one
+/// contender and exits, for `valgrind --tool=callgrind`: the difference of
+/// two runs' instruction totals (N and 2N) is N operations exactly, whatever
+/// the machine's load.
+fn instructions(contender: &str, n: u64) {
+    let p = payload();
+    match contender {
+        "gapless" => {
+            let (mut producer, _reader) = ring(RingConfig::new(CAPACITY, DEFAULT_BYTE_BUDGET)).unwrap();
+            let stream = producer.open_stream();
+            for _ in 0..n {
+                black_box(producer.publish(&stream, p.clone()).unwrap());
+            }
+        }
+        "session" => {
+            let hub = Hub::new(HubConfig::default()).unwrap();
+            let s = hub.create(None).unwrap();
+            let stream = s.open_stream().unwrap();
+            for _ in 0..n {
+                black_box(s.publish(&stream, p.clone()).unwrap());
+            }
+        }
+        "floor" => {
+            let mut sol = SpeedOfLight::new(CAPACITY);
+            for _ in 0..n {
+                black_box(sol.publish(StreamId(1), p.clone()));
+            }
+        }
+        "broadcast" => {
+            let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
+            for i in 0..n {
+                let e = Event {
+                    seq: gapless::Seq(i + 1),
+                    stream: StreamId(1),
+                    index_in_stream: i + 1,
+                    payload: p.clone(),
+                };
+                black_box(tx.send(e).unwrap());
+            }
+        }
+        other => panic!("unknown contender {other}"),
+    }
 }
