@@ -10,6 +10,9 @@ pub struct ServerConfig {
     pub hub: HubConfig,
     /// SSE `retry:` sent in priming events (default 1000 ms).
     pub sse_retry: Duration,
+    /// Serve the legacy HTTP+SSE transport (protocol 2024-11-05) at
+    /// `P/sse` and `P/messages` beside Streamable HTTP (default true).
+    pub legacy_sse: bool,
     /// Largest accepted request body (default 4 MiB).
     pub max_body_bytes: usize,
     /// A request body must have arrived whole within this long after the
@@ -69,6 +72,7 @@ impl Default for ServerConfig {
         ServerConfig {
             hub,
             sse_retry: Duration::from_millis(1000),
+            legacy_sse: true,
             max_body_bytes: 4 << 20,
             body_read_timeout: Duration::from_secs(30),
             max_header_bytes: 16 << 10,
@@ -96,6 +100,10 @@ impl ServerConfig {
         self
     }
 }
+
+/// The protocol version of the legacy HTTP+SSE transport, which a legacy
+/// session may also negotiate (besides [`SUPPORTED_VERSIONS`]).
+pub const LEGACY_VERSION: &str = "2024-11-05";
 
 /// MCP protocol versions this transport speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];

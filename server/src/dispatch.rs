@@ -58,19 +58,36 @@ fn respond(conn: &Conn, stream: &StreamHandle, msg: Value, reply: Reply) {
     }
 }
 
-/// Publishes the priming event and spawns the handler, which publishes
-/// the request's notifications and finally its response on `stream` (and
-/// hands the response to `reply`).
+/// Which stream a request's events go on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RequestStream<'a> {
+    /// Its own (Streamable HTTP, the socket): primed first, ended after the
+    /// response.
+    Own(&'a StreamHandle),
+    /// One it shares with the session's other requests (the legacy
+    /// HTTP+SSE stream): no priming event, never ended by the request.
+    Shared(&'a StreamHandle),
+}
+
+/// Publishes the priming event (on a stream of its own) and spawns the
+/// handler, which publishes the request's notifications and finally its
+/// response on the stream (and hands the response to `reply`).
 pub(crate) fn start_request(
     state: &AppState,
     conn: &Arc<Conn>,
-    stream: &StreamHandle,
+    target: RequestStream<'_>,
     id: Value,
     method: String,
     params: Value,
     reply: Reply,
 ) {
-    let _ = conn.publish_now(stream, None);
+    let (stream, own) = match target {
+        RequestStream::Own(s) => (s, true),
+        RequestStream::Shared(s) => (s, false),
+    };
+    if own {
+        let _ = conn.publish_now(stream, None);
+    }
     let Some(cancel) = conn.start_request(&id) else {
         // Over the session's cap: answered at once, the handler never runs.
         let max = conn.config.max_inflight_requests;
@@ -81,7 +98,9 @@ pub(crate) fn start_request(
             ),
         );
         respond(conn, stream, jsonrpc::response(&id, Err(e)), reply);
-        let _ = conn.session.end_stream(stream);
+        if own {
+            let _ = conn.session.end_stream(stream);
+        }
         return;
     };
     let ctx = RequestContext {
@@ -122,6 +141,8 @@ pub(crate) fn start_request(
             respond(&conn, &stream, jsonrpc::response(&id, outcome), reply);
         }
         conn.finish_request(&id);
-        let _ = conn.session.end_stream(&stream);
+        if own {
+            let _ = conn.session.end_stream(&stream);
+        }
     });
 }

@@ -163,8 +163,8 @@ impl SessionHandle {
     }
 
     /// The protocol version negotiated at `initialize`.
-    pub fn protocol_version(&self) -> &str {
-        &self.conn.protocol_version
+    pub fn protocol_version(&self) -> String {
+        self.conn.protocol_version()
     }
 
     /// Publishes raw, already serialized JSON-RPC bytes on the standalone

@@ -74,7 +74,7 @@ pub mod jsonrpc;
 mod serve;
 mod state;
 
-pub use config::{ServerConfig, SUPPORTED_VERSIONS};
+pub use config::{ServerConfig, LEGACY_VERSION, SUPPORTED_VERSIONS};
 pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
 pub use identity::{CallerIdentity, IdentityFn};

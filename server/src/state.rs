@@ -93,7 +93,11 @@ pub(crate) struct Conn {
     pub(crate) session: Arc<Session>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) config: Arc<ServerConfig>,
-    pub(crate) protocol_version: String,
+    /// The negotiated protocol version (a legacy session's is set by its
+    /// `initialize`, which comes after the session exists).
+    protocol_version: Mutex<String>,
+    /// A legacy (HTTP+SSE) session answered its `initialize` already.
+    pub(crate) legacy_initialized: std::sync::atomic::AtomicBool,
     /// Pacing handle of the standalone stream.
     pub(crate) standalone: Pacer,
     log_level: AtomicU8,
@@ -132,7 +136,8 @@ impl Conn {
             session,
             hub,
             config,
-            protocol_version,
+            protocol_version: Mutex::new(protocol_version),
+            legacy_initialized: std::sync::atomic::AtomicBool::new(false),
             log_level: AtomicU8::new(0),
             _client: client,
             pending: Mutex::new(HashMap::new()),
@@ -142,6 +147,14 @@ impl Conn {
             next_request: AtomicU64::new(1),
             closed: shutdown.child_token(),
         }
+    }
+
+    pub(crate) fn protocol_version(&self) -> String {
+        lock(&self.protocol_version).clone()
+    }
+
+    pub(crate) fn set_protocol_version(&self, v: &str) {
+        *lock(&self.protocol_version) = v.to_owned();
     }
 
     pub(crate) fn log_level(&self) -> crate::host::LogLevel {

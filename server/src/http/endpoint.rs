@@ -4,13 +4,12 @@
 //! with each JSON-RPC message to `dispatch.rs`.
 
 use super::guard::{header, read_body, Accepts, NewSession};
-use super::sse::SseBody;
+use super::sse::{Framing, SseBody};
 use crate::dispatch;
 use crate::error::ApiError;
 use crate::identity::Caller;
 use crate::jsonrpc::{self, classify, Incoming, RpcError};
 use crate::state::{AppState, Conn, Lane};
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -86,7 +85,15 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         Incoming::Request { id, method, params } => {
             let stream = conn.session.open_stream().map_err(|_| ApiError::unknown_session())?;
             let (tx, rx) = if acc.sse { (None, None) } else { split(oneshot::channel()) };
-            dispatch::start_request(&state, &conn, &stream, id, method, params, tx);
+            dispatch::start_request(
+                &state,
+                &conn,
+                dispatch::RequestStream::Own(&stream),
+                id,
+                method,
+                params,
+                tx,
+            );
             respond_on_stream(conn, stream, acc, rx).await
         }
     }
@@ -137,18 +144,13 @@ async fn json_response(
     Ok(r)
 }
 
-fn sse_response(
+pub(super) fn sse_response(
     conn: Arc<Conn>,
     sub: Subscription,
     stream: StreamHandle,
     attach: (u64, tokio_util::sync::CancellationToken),
 ) -> Response {
-    let body = SseBody::new(conn, sub, stream.id(), attach);
-    let mut r = Response::new(Body::from_stream(body));
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
+    SseBody::new(conn, sub, stream.id(), attach, Framing::Streamable, None).into_response()
 }
 
 async fn initialize(

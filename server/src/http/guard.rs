@@ -20,7 +20,7 @@
 //! the per-client limits (`fairness.rs`: 429 `rate_limited` or
 //! `client_session_limit`), all before the body is read.
 
-use crate::config::SUPPORTED_VERSIONS;
+use crate::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
 use crate::error::ApiError;
 use crate::fairness::ClientSlot;
 use crate::identity::{self, Caller};
@@ -47,6 +47,10 @@ pub(crate) enum Route {
     /// `P/ws`: the WebSocket handshake (its own checks say what is wrong
     /// with a request that is not one).
     Socket,
+    /// `P/sse`: the legacy transport's event stream (GET).
+    LegacySse,
+    /// `P/messages`: the legacy transport's requests (POST).
+    LegacyMessages,
 }
 
 /// What the client's `Accept` allows (the endpoint's POST answers JSON or
@@ -79,7 +83,10 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         Route::Endpoint if ![Method::POST, Method::GET, Method::DELETE].contains(&method) => {
             return Err(ApiError::method_not_allowed("GET, POST, DELETE"))
         }
-        Route::Upgrade if method != Method::POST => return Err(ApiError::method_not_allowed("POST")),
+        Route::Upgrade | Route::LegacyMessages if method != Method::POST => {
+            return Err(ApiError::method_not_allowed("POST"))
+        }
+        Route::LegacySse if method != Method::GET => return Err(ApiError::method_not_allowed("GET")),
         _ => {}
     }
     let h = req.headers();
@@ -107,6 +114,9 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         }
         req.extensions_mut().insert(acc);
     }
+    if route == Route::LegacySse && !accepts(req.headers()).sse {
+        return Err(ApiError::new(ErrorKind::NotAcceptable, "GET needs Accept: text/event-stream"));
+    }
     if post {
         let limit = state.config.max_body_bytes;
         let declared =
@@ -117,11 +127,20 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         let body = std::mem::take(req.body_mut());
         *req.body_mut() = Body::new(http_body_util::Limited::new(body, limit));
     }
-    check_version(req.headers())?;
+    check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
     let (parts, body) = std::mem::take(req).into_parts();
     let caller = Caller(identity::resolve(&parts, state.identity.as_ref()));
     *req = Request::from_parts(parts, body);
-    if route == Route::Endpoint && post && req.headers().get(SESSION_HEADER).is_none() {
+    // A request that creates a session: an initialize POST without a
+    // session id, or a legacy GET without `sessionId`.
+    let creates = match route {
+        Route::Endpoint => post && req.headers().get(SESSION_HEADER).is_none(),
+        Route::LegacySse => {
+            !req.uri().query().unwrap_or("").split('&').any(|kv| kv.starts_with("sessionId="))
+        }
+        _ => false,
+    };
+    if creates {
         let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
         let client = match (&caller.0, peer) {
             (Some(id), _) => Some(format!("id:{id}")),
@@ -189,9 +208,9 @@ fn check_origin(state: &AppState, h: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_version(h: &HeaderMap) -> Result<(), ApiError> {
+fn check_version(h: &HeaderMap, legacy: bool) -> Result<(), ApiError> {
     match header(h, "mcp-protocol-version") {
-        Some(v) if !SUPPORTED_VERSIONS.contains(&v) => Err(ApiError::new(
+        Some(v) if !(SUPPORTED_VERSIONS.contains(&v) || legacy && v == LEGACY_VERSION) => Err(ApiError::new(
             ErrorKind::UnsupportedProtocolVersion,
             format!("unsupported MCP-Protocol-Version {v:?}; supported: {}", SUPPORTED_VERSIONS.join(", ")),
         )

@@ -6,9 +6,11 @@
 //! | `P` (POST, GET, DELETE) | `endpoint.rs` (SSE bodies in `sse.rs`) |
 //! | `P/session/{id}/upgrade` (POST) | `upgrade.rs` |
 //! | `P/ws` (WebSocket) | `socket.rs` |
+//! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
 
 mod endpoint;
 mod guard;
+mod legacy;
 mod socket;
 mod sse;
 mod upgrade;
@@ -20,17 +22,22 @@ use axum::Router;
 use guard::Route;
 use std::sync::Arc;
 
-/// The MCP router: the three routes under `state.path`, each behind the
-/// guard, and no fallback (the application's own fallback merges).
+/// The MCP router: the routes under `state.path`, each behind the guard,
+/// and no fallback (the application's own fallback merges).
 pub(crate) fn router(state: &Arc<AppState>) -> Router {
     let base = state.path.trim_end_matches('/');
     let endpoint = if base.is_empty() { "/".to_owned() } else { base.to_owned() };
     let guarded = |route: Route, h: MethodRouter<Arc<AppState>>| {
         h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
     };
-    Router::new()
+    let mut router = Router::new()
         .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
         .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
-        .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)))
-        .with_state(Arc::clone(state))
+        .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
+    if state.config.legacy_sse {
+        router = router
+            .route(&format!("{base}/sse"), guarded(Route::LegacySse, any(legacy::sse)))
+            .route(&format!("{base}/messages"), guarded(Route::LegacyMessages, any(legacy::messages)));
+    }
+    router.with_state(Arc::clone(state))
 }

@@ -7,7 +7,7 @@
 //! what waits to be written by `max_socket_write_buffer`, and the pongs a
 //! ping flood would queue by `max_socket_pings_per_sec` (over it: 1008).
 
-use crate::dispatch::{handle_notification, start_request};
+use crate::dispatch::{handle_notification, start_request, RequestStream};
 use crate::error::ApiError;
 use crate::identity::Caller;
 use crate::jsonrpc::{classify, Incoming};
@@ -245,7 +245,7 @@ fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), S
     {
         Incoming::Request { id, method, params } => {
             let stream = conn.session.open_stream().map_err(|_| "session closed".to_owned())?;
-            start_request(state, conn, &stream, id, method, params, None);
+            start_request(state, conn, RequestStream::Own(&stream), id, method, params, None);
         }
         Incoming::Notification { method, params } => handle_notification(state, conn, &method, &params),
         Incoming::Response { id, outcome } => {

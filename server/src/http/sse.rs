@@ -22,11 +22,29 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 /// Most bytes batched into one chunk.
 const BATCH_BYTES: usize = 64 << 10;
 
-/// Writes one event as an SSE frame. An empty payload is a priming event
-/// (SEP-1699): its id, the `retry` hint and empty data.
-pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128) {
+/// How a body frames its events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// Streamable HTTP: `id:` and `data:`; an empty payload is a priming
+    /// event (SEP-1699): its id, the `retry` hint and empty data.
+    Streamable,
+    /// The legacy HTTP+SSE transport: `event: message`, `id:`, `data:`; an
+    /// empty payload (a priming event of an earlier Streamable GET on the
+    /// same stream) is not sent, since a legacy client parses every
+    /// `message` as JSON-RPC.
+    Legacy,
+}
+
+/// Writes one event as an SSE frame.
+pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128, framing: Framing) {
     use std::fmt::Write as _;
     let id = conn.session.event_id(e.stream, e.seq);
+    if framing == Framing::Legacy {
+        if e.payload.is_empty() {
+            return;
+        }
+        out.put_slice(b"event: message\n");
+    }
     let _ = write!(out, "id: {id}");
     if e.payload.is_empty() {
         out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
@@ -52,6 +70,9 @@ pub(crate) struct SseBody {
     stream: StreamId,
     gen: u64,
     retry_ms: u128,
+    framing: Framing,
+    /// Sent before the first event (the legacy `endpoint` event).
+    preface: Option<Bytes>,
     _guard: ConnectionGuard,
 }
 
@@ -61,6 +82,8 @@ impl SseBody {
         sub: Subscription,
         stream: StreamId,
         attach: (u64, CancellationToken),
+        framing: Framing,
+        preface: Option<Bytes>,
     ) -> Self {
         let guard = conn.hub.connect(&conn.session);
         let period = conn.config.keepalive;
@@ -76,6 +99,8 @@ impl SseBody {
             finished: false,
             stream,
             gen: attach.0,
+            framing,
+            preface,
             _guard: guard,
         }
     }
@@ -92,6 +117,9 @@ impl Stream for SseBody {
         }
         if this.finished || this.ended.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
+        }
+        if let Some(preface) = this.preface.take() {
+            return Poll::Ready(Some(Ok(preface)));
         }
         let first = match this.sub.poll_recv(cx) {
             Poll::Ready(Some(Ok(e))) => e,
@@ -110,13 +138,13 @@ impl Stream for SseBody {
             }
         };
         let mut out = BytesMut::with_capacity((first.payload.len() + 96).max(8 << 10));
-        encode(&mut out, &this.conn, &first, this.retry_ms);
+        encode(&mut out, &this.conn, &first, this.retry_ms, this.framing);
         let mut last = first;
         // Batch whatever else is ready into the same chunk.
         while out.len() < BATCH_BYTES {
             match this.sub.try_recv() {
                 Ok(Next::Event(e)) => {
-                    encode(&mut out, &this.conn, &e, this.retry_ms);
+                    encode(&mut out, &this.conn, &e, this.retry_ms, this.framing);
                     last = e;
                 }
                 Ok(Next::Pending) => break,
@@ -128,6 +156,18 @@ impl Stream for SseBody {
         }
         this.undelivered = Some(last);
         Poll::Ready(Some(Ok(out.freeze())))
+    }
+}
+
+impl SseBody {
+    /// The `text/event-stream` response carrying this body.
+    pub(crate) fn into_response(self) -> axum::response::Response {
+        use axum::http::{header, HeaderValue};
+        let mut r = axum::response::Response::new(axum::body::Body::from_stream(self));
+        let h = r.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
     }
 }
 

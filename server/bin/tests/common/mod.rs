@@ -59,6 +59,8 @@ pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 #[derive(Debug, Clone)]
 pub struct SseEvent {
+    /// The `event:` type, if the frame named one.
+    pub event: Option<String>,
     pub id: Option<String>,
     pub data: String,
     pub retry: Option<u64>,
@@ -90,10 +92,13 @@ impl SseReader {
         loop {
             if let Some(pos) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..pos + 2).collect();
-                let mut ev = SseEvent { id: None, data: String::new(), retry: None };
+                let mut ev = SseEvent { event: None, id: None, data: String::new(), retry: None };
                 let mut any = false;
                 for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = Some(v.trim_start().to_owned());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("id:") {
                         ev.id = Some(v.trim_start().to_owned());
                         any = true;
                     } else if let Some(v) = line.strip_prefix("data:") {

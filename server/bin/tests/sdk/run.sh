@@ -134,6 +134,10 @@ run "TypeScript SDK, three cuts, request stream" \
   --target request --cuts 0.25,0.5,0.75 --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK, one cut at 1/2, request + standalone stream" \
   .venv/bin/python py_resume.py "${common[@]}" --timeout "$VARIANT_TIMEOUT"
+run "TypeScript SDK legacy SSEClientTransport (2024-11-05): tools, a call, a cut" \
+  node ts_legacy.mjs --url "$url" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
+run "Python SDK legacy sse_client (2024-11-05): tools, a call, a cut" \
+  .venv/bin/python py_legacy.py --url "$url" --timeout "$VARIANT_TIMEOUT"
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   failed=$((failed + 1))

@@ -1,0 +1,206 @@
+//! The legacy HTTP+SSE transport (protocol 2024-11-05) on the same ring:
+//! `GET P/sse` opens a session and its event stream, `POST
+//! P/messages?sessionId=<id>` carries the client's messages (`docs/SPEC.md`
+//! §5.3).
+//!
+//! The legacy stream is the session's standalone stream: every response
+//! and notification of a legacy session is an event of it, with an event id
+//! in the session's namespace. So one cursor addresses one buffer whichever
+//! transport presents it: a legacy reconnect (`GET P/sse?sessionId=<id>`
+//! with `Last-Event-ID`) and a Streamable HTTP resume (`GET P` with
+//! `Mcp-Session-Id` and `Last-Event-ID`) resume the same stream, per the
+//! decision table, and a cursor without a session id is refused as ever.
+
+use super::guard::{read_body, NewSession};
+use super::sse::{Framing, SseBody};
+use crate::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
+use crate::dispatch::{self, RequestStream};
+use crate::error::ApiError;
+use crate::identity::Caller;
+use crate::jsonrpc::{self, classify, Incoming, RpcError};
+use crate::state::{lock, AppState, Conn, Lane};
+use axum::extract::{OriginalUri, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use gapless::ring::SnapshotError;
+use gapless::{ErrorKind, ResumeRequest};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The version a legacy session answers an `initialize` with: the
+/// client's if served (the legacy one or a Streamable one), else the
+/// legacy one.
+fn negotiate(asked: &str) -> &'static str {
+    SUPPORTED_VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(LEGACY_VERSION)
+}
+
+/// `GET P/sse[?sessionId=<id>]`.
+pub(crate) async fn sse(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    sse_inner(state, q, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn sse_inner(
+    state: Arc<AppState>,
+    q: HashMap<String, String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    let cursor = req.headers().get("last-event-id").map(|c| c.to_str().unwrap_or("\u{0}").to_owned());
+    let messages = messages_path(&req);
+    let Some(sid) = q.get("sessionId") else {
+        // A reconnect that kept its cursor but lost its session id: never
+        // a fresh session (seed 003).
+        if let Some(cursor) = cursor {
+            return Err(ApiError::from(
+                state
+                    .hub
+                    .resume_stream(ResumeRequest {
+                        session_id: None,
+                        cursor: Some(&cursor),
+                        owner: owner.as_deref(),
+                    })
+                    .expect_err("no session id is always refused"),
+            ));
+        }
+        let slot = req.extensions().get::<NewSession>().and_then(|n| lock(&n.0).take());
+        let session = state.hub.create(owner.as_deref())?;
+        let conn = Arc::new(Conn::new(
+            Arc::clone(&session),
+            Arc::clone(&state.hub),
+            Arc::clone(&state.config),
+            LEGACY_VERSION.to_owned(),
+            &state.shutdown,
+            slot,
+        ));
+        state.insert(Arc::clone(&conn));
+        return standalone(conn, &messages);
+    };
+    if let Some(cursor) = cursor {
+        // An EventSource reconnect: the cursor's stream, per the table.
+        let req = ResumeRequest { session_id: Some(sid), cursor: Some(&cursor), owner: owner.as_deref() };
+        let resume = state.hub.resume_stream(req)?;
+        let conn = live_conn(&state, sid, owner.as_deref())?;
+        let stream = resume.stream.expect("stream resume");
+        let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
+        let preface = endpoint_event(&messages, &conn);
+        let sub = resume.into_subscription();
+        return Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response());
+    }
+    standalone(live_conn(&state, sid, owner.as_deref())?, &messages)
+}
+
+/// The session's transport state, if the session is live, visible to
+/// `owner` and not migrated to a WebSocket.
+fn live_conn(state: &AppState, sid: &str, owner: Option<&str>) -> Result<Arc<Conn>, ApiError> {
+    let conn = state.conn(sid, owner).ok_or_else(ApiError::unknown_session)?;
+    if conn.session.is_migrated() {
+        return Err(ApiError::session_migrated());
+    }
+    Ok(conn)
+}
+
+/// The legacy stream from its first undelivered event: one connection at a
+/// time (a second is 409 `stream_busy`), the `endpoint` event first.
+fn standalone(conn: Arc<Conn>, messages: &str) -> Result<Response, ApiError> {
+    let st = conn.session.standalone().clone();
+    let lane = Lane::Stream(st.id());
+    let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
+    let info = st.info();
+    let sub = match conn.session.subscribe_stream(st.id(), info.delivered) {
+        Ok(s) => s,
+        Err(e) => {
+            conn.detach(lane, attach.0);
+            return Err(match e {
+                SnapshotError::Evicted { oldest, missing, .. } => ApiError::new(
+                    ErrorKind::GapNotCovered,
+                    format!("{missing} event(s) of this session were evicted before a stream was open"),
+                )
+                .with("cursor", Value::Null)
+                .with("oldest", json!(oldest.get()))
+                .with("missing", json!(missing.count())),
+                _ => ApiError::unknown_session(),
+            });
+        }
+    };
+    let preface = endpoint_event(messages, &conn);
+    Ok(SseBody::new(conn, sub, st.id(), attach, Framing::Legacy, Some(preface)).into_response())
+}
+
+/// Where this GET's client posts its messages: the request's own path (as
+/// the outermost router saw it) with `/sse` replaced by `/messages`.
+fn messages_path(req: &Request) -> String {
+    let full = req.extensions().get::<OriginalUri>().map_or_else(|| req.uri().path(), |u| u.0.path());
+    format!("{}/messages", full.strip_suffix("/sse").unwrap_or(full).trim_end_matches('/'))
+}
+
+/// The `endpoint` event: the URL to POST messages to.
+fn endpoint_event(messages: &str, conn: &Conn) -> Bytes {
+    Bytes::from(format!("event: endpoint\ndata: {messages}?sessionId={}\n\n", conn.session.id()))
+}
+
+/// `POST P/messages?sessionId=<id>`: 202 for every message; responses and
+/// notifications are events of the legacy stream.
+pub(crate) async fn messages(
+    State(state): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    messages_inner(state, q, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn messages_inner(
+    state: Arc<AppState>,
+    q: HashMap<String, String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    let sid = q.get("sessionId").ok_or_else(|| {
+        ApiError::new(
+            ErrorKind::MissingSession,
+            "POST messages?sessionId=<id>, the id the endpoint event named",
+        )
+    })?;
+    let conn = live_conn(&state, sid, owner.as_deref())?;
+    let body = read_body(&state, req.into_body()).await?;
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
+    let msg = match classify(value) {
+        Ok(m) => m,
+        Err(e) => {
+            return Ok((StatusCode::BAD_REQUEST, axum::Json(jsonrpc::response(&Value::Null, Err(e))))
+                .into_response())
+        }
+    };
+    conn.hub.touch(&conn.session);
+    let stream = conn.session.standalone().clone();
+    match msg {
+        Incoming::Request { id, method, params } if method == "initialize" => {
+            let outcome = if conn.legacy_initialized.swap(true, Ordering::AcqRel) {
+                Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized"))
+            } else {
+                let version = negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
+                conn.set_protocol_version(version);
+                Ok(dispatch::initialize_result(&state, version))
+            };
+            conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
+                .map_err(|_| ApiError::unknown_session())?;
+        }
+        Incoming::Request { id, method, params } => {
+            dispatch::start_request(&state, &conn, RequestStream::Shared(&stream), id, method, params, None);
+        }
+        Incoming::Notification { method, params } => {
+            dispatch::handle_notification(&state, &conn, &method, &params)
+        }
+        Incoming::Response { id, outcome } => {
+            conn.deliver_response(&id, outcome);
+        }
+    }
+    Ok((StatusCode::ACCEPTED, "Accepted").into_response())
+}
