@@ -17,11 +17,11 @@
 // Usage: node ts_legacy.mjs --url http://127.0.0.1:PORT/mcp [--timeout-ms 45000]
 // Exit code 0 when both parts hold, 1 otherwise.
 
-import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startCutProxy } from './cut_proxy.mjs';
 
 const { values: opts } = parseArgs({
   options: { url: { type: 'string' }, 'timeout-ms': { type: 'string', default: '45000' } },
@@ -38,31 +38,7 @@ const fail = (m) => {
 setTimeout(() => fail('timed out'), Number(opts['timeout-ms'])).unref();
 
 const upstream = new URL(opts.url);
-const pairs = new Set();
-const proxy = net.createServer((down) => {
-  const up = net.connect({ host: upstream.hostname, port: Number(upstream.port) });
-  const pair = { down, up };
-  pairs.add(pair);
-  const drop = () => {
-    pairs.delete(pair);
-    down.destroy();
-    up.destroy();
-  };
-  for (const s of [down, up]) {
-    s.on('error', drop);
-    s.on('close', drop);
-  }
-  down.pipe(up);
-  up.pipe(down);
-});
-await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
-const cutAll = () => {
-  for (const p of [...pairs]) {
-    pairs.delete(p);
-    p.down.resetAndDestroy();
-    p.up.resetAndDestroy();
-  }
-};
+const proxy = await startCutProxy(upstream.hostname, Number(upstream.port));
 
 // Instrumentation only: what the EventSource asks for, and what it gets.
 const gets = [];
@@ -73,7 +49,7 @@ const recording = async (url, init) => {
   return r;
 };
 
-const sseUrl = `http://127.0.0.1:${proxy.address().port}${upstream.pathname}/sse`;
+const sseUrl = `http://127.0.0.1:${proxy.port}${upstream.pathname}/sse`;
 const transport = new SSEClientTransport(new URL(sseUrl), { eventSourceInit: { fetch: recording } });
 const errors = [];
 transport.onerror = (e) => errors.push(String(e?.message ?? e));
@@ -101,7 +77,7 @@ call.then((r) => (outcome = `resolved ${JSON.stringify(r.content)}`), (e) => (ou
 while (seqs.length < 100) await new Promise((res) => setTimeout(res, 10));
 const before = gets.length;
 const seenAtCut = seqs.length;
-cutAll();
+proxy.cutAll();
 log(`cut every connection after ${seenAtCut} events`);
 await new Promise((res) => setTimeout(res, 9000));
 const after = gets.slice(before);
@@ -124,5 +100,5 @@ if (after.some((g) => g.lastEventId)) {
   log('part 2: the SDK did not reconnect after the cut');
 }
 await transport.close().catch(() => {});
-proxy.close();
+await proxy.close();
 process.exit(0);

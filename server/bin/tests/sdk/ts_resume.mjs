@@ -16,11 +16,11 @@
 //
 // Exit code 0 when every variant passed, 1 otherwise (with a message on stderr).
 
-import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { startCutProxy } from './cut_proxy.mjs';
 
 const { values: opts } = parseArgs({
   options: {
@@ -40,53 +40,6 @@ if (!opts.url) {
 }
 
 const log = (...a) => console.log('[ts]', ...a);
-
-/** A TCP proxy on 127.0.0.1 (ephemeral port) that can cut every live connection. */
-async function startCutProxy(upstreamHost, upstreamPort) {
-  const pairs = new Set();
-  let accepted = 0;
-  const server = net.createServer((down) => {
-    accepted += 1;
-    const up = net.connect({ host: upstreamHost, port: upstreamPort });
-    const pair = { down, up };
-    pairs.add(pair);
-    const drop = () => {
-      pairs.delete(pair);
-      down.destroy();
-      up.destroy();
-    };
-    down.on('error', drop);
-    up.on('error', drop);
-    down.on('close', drop);
-    up.on('close', drop);
-    down.pipe(up);
-    up.pipe(down);
-  });
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  return {
-    port: server.address().port,
-    get accepted() {
-      return accepted;
-    },
-    /** Abruptly ends every live connection (RST towards the client). Returns how many. */
-    cutAll() {
-      const n = pairs.size;
-      for (const pair of [...pairs]) {
-        pairs.delete(pair);
-        pair.down.resetAndDestroy();
-        pair.up.resetAndDestroy();
-      }
-      return n;
-    },
-    close() {
-      this.cutAll();
-      return new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
 
 async function runVariant(target) {
   const count = Number(opts.count);
