@@ -499,3 +499,31 @@ async fn bad_input_leaves_other_sessions_intact() {
     assert_eq!(reader.await.unwrap(), 2000);
     assert_eq!(s.post(Some(&sid), json!({"jsonrpc":"2.0","id":1,"method":"ping"})).await.status(), 200);
 }
+
+/// A finished request stream whose record was reclaimed (all its events
+/// evicted, everything delivered): a resume at its last event is an empty
+/// 200 that ends at once, as the contract says, not a 404.
+#[tokio::test]
+async fn resume_at_the_end_of_a_reclaimed_stream_is_an_empty_200() {
+    let s = start(small_ring(8)).await;
+    let sid = s.initialize().await;
+    let read_all = |r: reqwest::Response| async move {
+        let mut sse = SseReader::new(r);
+        let mut ids = vec![];
+        while let Some(e) = sse.next().await {
+            ids.push(e.id.unwrap());
+        }
+        ids
+    };
+    let first = read_all(s.call_tool(&sid, 1, "emit_events", json!({"count": 1})).await).await;
+    let last = first.last().unwrap().clone();
+    for id in 2..60 {
+        read_all(s.call_tool(&sid, id, "emit_events", json!({"count": 1})).await).await;
+    }
+    let session = s.server.hub().get_str(&sid, None).unwrap();
+    let stream: gapless::EventId = last.parse().unwrap();
+    assert!(session.reader().stream(stream.stream).is_none(), "the record was reclaimed");
+    let r = s.get(Some(&sid), Some(&last)).await;
+    assert_eq!(r.status(), 200);
+    assert!(SseReader::new(r).next().await.is_none(), "nothing after the stream's last event");
+}

@@ -3,18 +3,17 @@
 //! requests into sessions, streams and responses, and leaves what to do
 //! with each JSON-RPC message to `dispatch.rs`.
 
-use super::guard::{header, read_body, Accepts, NewSession};
+use super::guard::{caller, header, read_body, Accepts, NewSession};
 use super::sse::{Framing, SseBody};
 use crate::dispatch;
 use crate::error::ApiError;
-use crate::identity::Caller;
 use crate::jsonrpc::{self, classify, Incoming, RpcError};
 use crate::state::{AppState, Conn, Lane};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gapless::ring::SnapshotError;
-use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, Subscription};
+use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, StreamId, Subscription};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -36,8 +35,7 @@ pub(crate) async fn endpoint(State(state): State<Arc<AppState>>, req: Request) -
 /// What the guard stored: `Accept` and the caller.
 fn checked(req: &Request) -> (Accepts, Option<String>) {
     let acc = *req.extensions().get::<Accepts>().expect("the guard runs first");
-    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
-    (acc, owner)
+    (acc, caller(req))
 }
 
 /// A channel's ends, each as an `Option` (for the `Reply` plumbing).
@@ -196,53 +194,75 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         // A resume (`docs/SPEC.md` §4.2), even with a non-UTF-8 cursor
         // (malformed).
         let cursor = cursor.to_str().unwrap_or("\u{0}");
-        let req = ResumeRequest { session_id: sid, cursor: Some(cursor), owner: owner.as_deref() };
-        let resume = state.hub.resume_stream(req)?;
-        let conn =
-            state.conn(sid.unwrap_or_default(), owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
-        if conn.session.is_migrated() {
-            return Err(ApiError::session_migrated());
-        }
-        let stream = resume.stream.expect("stream resume");
-        let handle = conn.session.reader().handle(stream).ok_or_else(ApiError::unknown_session)?;
-        let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
-        let sub = resume.into_subscription();
-        return Ok(sse_response(conn, sub, handle, attach));
+        let (conn, sub, stream, attach) = resume_lane(&state, sid, cursor, owner.as_deref())?;
+        return Ok(SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response());
     }
-    let sid = sid.ok_or_else(ApiError::missing_session)?;
-    let conn = state.conn(sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+    let conn = live_conn(&state, sid.ok_or_else(ApiError::missing_session)?, owner.as_deref())?;
+    let (sub, stream, attach) = open_standalone(&conn, true)?;
+    Ok(SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response())
+}
+
+/// The transport state of a live session visible to `owner`; refused if it
+/// migrated to a WebSocket.
+pub(super) fn live_conn(state: &AppState, sid: &str, owner: Option<&str>) -> Result<Arc<Conn>, ApiError> {
+    let conn = state.conn(sid, owner).ok_or_else(ApiError::unknown_session)?;
     if conn.session.is_migrated() {
         return Err(ApiError::session_migrated());
     }
+    Ok(conn)
+}
+
+/// A connection's claim on a lane: its generation and the token that ends it.
+pub(super) type Attached = (u64, tokio_util::sync::CancellationToken);
+
+/// A resume of the cursor's stream per the decision table, taking over an
+/// older connection of that stream.
+pub(super) fn resume_lane(
+    state: &AppState,
+    sid: Option<&str>,
+    cursor: &str,
+    owner: Option<&str>,
+) -> Result<(Arc<Conn>, Subscription, StreamId, Attached), ApiError> {
+    let resume = state.hub.resume_stream(ResumeRequest { session_id: sid, cursor: Some(cursor), owner })?;
+    let conn = live_conn(state, sid.unwrap_or_default(), owner)?;
+    let stream = resume.stream.expect("stream resume");
+    let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
+    Ok((conn, resume.into_subscription(), stream, attach))
+}
+
+/// The standalone stream from its first undelivered event (kept in the ring
+/// while no connection was open), one connection at a time (else 409
+/// `stream_busy`). With `prime`, a priming event comes first when there is
+/// no such backlog.
+pub(super) fn open_standalone(
+    conn: &Arc<Conn>,
+    prime: bool,
+) -> Result<(Subscription, StreamId, Attached), ApiError> {
     let standalone = conn.session.standalone().clone();
     let lane = Lane::Stream(standalone.id());
     let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
-    // Standalone events never delivered so far come first; a priming event
-    // only when there is no such backlog.
     let info = standalone.info();
-    if info.high <= info.delivered {
+    if prime && info.high <= info.delivered {
         let _ = conn.publish_now(&standalone, None);
     }
-    let sub = conn.session.subscribe_stream(standalone.id(), info.delivered).map_err(|e| match e {
-        SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
-            ErrorKind::GapNotCovered,
-            format!(
-                "{missing} standalone event(s) from seq {wanted} were evicted before any GET stream was open"
-            ),
-        )
-        .with("cursor", Value::Null)
-        .with("oldest", json!(oldest.get()))
-        .with("missing", json!(missing.count())),
-        _ => ApiError::unknown_session(),
-    });
-    let sub = match sub {
-        Ok(s) => s,
+    match conn.session.subscribe_stream(standalone.id(), info.delivered) {
+        Ok(sub) => Ok((sub, standalone.id(), attach)),
         Err(e) => {
             conn.detach(lane, attach.0);
-            return Err(e);
+            Err(match e {
+                SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
+                    ErrorKind::GapNotCovered,
+                    format!(
+                        "{missing} standalone event(s) from seq {wanted} were evicted before any stream was open"
+                    ),
+                )
+                .with("cursor", Value::Null)
+                .with("oldest", json!(oldest.get()))
+                .with("missing", json!(missing.count())),
+                _ => ApiError::unknown_session(),
+            })
         }
-    };
-    Ok(sse_response(conn, sub, standalone, attach))
+    }
 }
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {

@@ -156,6 +156,12 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     Ok(())
 }
 
+/// The caller's identity, as the guard resolved it.
+pub(crate) fn caller(req: &Request) -> Option<String> {
+    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    owner
+}
+
 /// The client allowance a new session will hold, reserved by the guard for
 /// an `initialize` (given back with the request if none is created).
 #[derive(Clone, Debug)]

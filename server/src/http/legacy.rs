@@ -11,21 +11,20 @@
 //! `Mcp-Session-Id` and `Last-Event-ID`) resume the same stream, per the
 //! decision table, and a cursor without a session id is refused as ever.
 
-use super::guard::{read_body, NewSession};
+use super::endpoint::{live_conn, open_standalone, resume_lane};
+use super::guard::{caller, read_body, NewSession};
 use super::sse::{Framing, SseBody};
 use crate::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
 use crate::dispatch::{self, RequestStream};
 use crate::error::ApiError;
-use crate::identity::Caller;
 use crate::jsonrpc::{self, classify, Incoming, RpcError};
-use crate::state::{lock, AppState, Conn, Lane};
+use crate::state::{lock, AppState, Conn};
 use axum::extract::{OriginalUri, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use gapless::ring::SnapshotError;
 use gapless::{ErrorKind, ResumeRequest};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -51,7 +50,7 @@ async fn sse_inner(
     q: HashMap<String, String>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    let owner = caller(&req);
     let cursor = req.headers().get("last-event-id").map(|c| c.to_str().unwrap_or("\u{0}").to_owned());
     let messages = messages_path(&req);
     let Some(sid) = q.get("sessionId") else {
@@ -84,53 +83,19 @@ async fn sse_inner(
     };
     if let Some(cursor) = cursor {
         // An EventSource reconnect: the cursor's stream, per the table.
-        let req = ResumeRequest { session_id: Some(sid), cursor: Some(&cursor), owner: owner.as_deref() };
-        let resume = state.hub.resume_stream(req)?;
-        let conn = live_conn(&state, sid, owner.as_deref())?;
-        let stream = resume.stream.expect("stream resume");
-        let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
+        let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref())?;
         let preface = endpoint_event(&messages, &conn);
-        let sub = resume.into_subscription();
         return Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response());
     }
     standalone(live_conn(&state, sid, owner.as_deref())?, &messages)
 }
 
-/// The session's transport state, if the session is live, visible to
-/// `owner` and not migrated to a WebSocket.
-fn live_conn(state: &AppState, sid: &str, owner: Option<&str>) -> Result<Arc<Conn>, ApiError> {
-    let conn = state.conn(sid, owner).ok_or_else(ApiError::unknown_session)?;
-    if conn.session.is_migrated() {
-        return Err(ApiError::session_migrated());
-    }
-    Ok(conn)
-}
-
-/// The legacy stream from its first undelivered event: one connection at a
-/// time (a second is 409 `stream_busy`), the `endpoint` event first.
+/// The legacy stream from its first undelivered event (no priming event:
+/// a legacy client parses every message), the `endpoint` event first.
 fn standalone(conn: Arc<Conn>, messages: &str) -> Result<Response, ApiError> {
-    let st = conn.session.standalone().clone();
-    let lane = Lane::Stream(st.id());
-    let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
-    let info = st.info();
-    let sub = match conn.session.subscribe_stream(st.id(), info.delivered) {
-        Ok(s) => s,
-        Err(e) => {
-            conn.detach(lane, attach.0);
-            return Err(match e {
-                SnapshotError::Evicted { oldest, missing, .. } => ApiError::new(
-                    ErrorKind::GapNotCovered,
-                    format!("{missing} event(s) of this session were evicted before a stream was open"),
-                )
-                .with("cursor", Value::Null)
-                .with("oldest", json!(oldest.get()))
-                .with("missing", json!(missing.count())),
-                _ => ApiError::unknown_session(),
-            });
-        }
-    };
+    let (sub, stream, attach) = open_standalone(&conn, false)?;
     let preface = endpoint_event(messages, &conn);
-    Ok(SseBody::new(conn, sub, st.id(), attach, Framing::Legacy, Some(preface)).into_response())
+    Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response())
 }
 
 /// Where this GET's client posts its messages: the request's own path (as
@@ -160,7 +125,7 @@ async fn messages_inner(
     q: HashMap<String, String>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    let owner = caller(&req);
     let sid = q.get("sessionId").ok_or_else(|| {
         ApiError::new(
             ErrorKind::MissingSession,

@@ -4,9 +4,8 @@
 //! numbers. The client names its own processed cursor in the body; headers
 //! are never used as a cursor.
 
-use super::guard::read_body;
+use super::guard::{caller, read_body};
 use crate::error::ApiError;
-use crate::identity::Caller;
 use crate::state::AppState;
 use axum::extract::{OriginalUri, Path, Request, State};
 use axum::response::{IntoResponse, Response};
@@ -25,7 +24,7 @@ pub(crate) async fn upgrade(
 }
 
 async fn upgrade_inner(state: Arc<AppState>, id: String, req: Request) -> Result<Response, ApiError> {
-    let Caller(owner) = req.extensions().get::<Caller>().cloned().expect("the guard runs first");
+    let owner = caller(&req);
     let ws_path = socket_path(&req, &id);
     let body = read_body(&state, req.into_body()).await?;
     let cursor = parse_upgrade_body(&body)?;
