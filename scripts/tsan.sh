@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Runs the engine's multi-threaded tests (stress, async facade) under
-# ThreadSanitizer. Needs nightly and rust-src (installed here if missing);
-# std is rebuilt with the sanitizer (-Zbuild-std), so the first run takes a
-# few minutes.
+# Runs the engine's multi-threaded tests (stress, async facade, seed
+# scenarios) under ThreadSanitizer; CI runs it (about 1.5 min here, a few
+# more on a fresh clone). Needs nightly and rust-src (installed here if
+# missing); std is rebuilt with the sanitizer (-Zbuild-std).
+#
+# Not included: the server's loopback tests. Under TSan they report a race
+# inside tokio's I/O driver (ScheduledIo::set_readiness, tokio 1.54), not in
+# gapless's code; that was not investigated further. Run them by hand with
+#   RUSTFLAGS=-Zsanitizer=thread CARGO_TARGET_DIR=target/tsan \
+#     cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu -p gapless-server-bin --test http
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup toolchain list | grep -q '^nightly'; then
