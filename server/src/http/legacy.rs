@@ -23,7 +23,7 @@ use axum::extract::{OriginalUri, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use gapless::{ErrorKind, ResumeRequest};
+use gapless::{ErrorKind, Refusal};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -56,17 +56,8 @@ async fn sse_inner(
     let Some(sid) = q.get("sessionId") else {
         // A reconnect that kept its cursor but lost its session id: never
         // a fresh session (seed 003).
-        if let Some(cursor) = cursor {
-            return Err(ApiError::from(
-                state
-                    .hub
-                    .resume_stream(ResumeRequest {
-                        session_id: None,
-                        cursor: Some(&cursor),
-                        owner: owner.as_deref(),
-                    })
-                    .expect_err("no session id is always refused"),
-            ));
+        if cursor.is_some() {
+            return Err(ApiError::from(Refusal::ResumeRequiresSession));
         }
         let slot = req.extensions().get::<NewSession>().and_then(|n| lock(&n.0).take());
         let session = state.hub.create(owner.as_deref())?;
