@@ -29,7 +29,11 @@ fn check(s: &str) {
     // Our layout on top of it.
     match (EventId::parse(s), wire::parse(s)) {
         (Ok(id), Ok(r)) => {
-            assert_eq!((id.ns.0, id.stream.0, id.seq.0), (r.ns, r.stream, r.seq), "EventId::parse({s:?})");
+            assert_eq!(
+                (id.ns.0, id.stream.0, id.seq.0, id.check),
+                (r.ns, r.stream, r.seq, r.check),
+                "EventId::parse({s:?})"
+            );
             assert_eq!(id.to_string(), s, "EventId::parse({s:?}) does not re-encode");
             assert_eq!(s.parse::<EventId>(), Ok(id));
         }

@@ -1,14 +1,15 @@
 //! The event-id grammar of `docs/SPEC.md` §4.1, re-derived from the spec text.
 //!
-//! Generic wire form `<tag>-<seq>`: at most 128 bytes in all; `tag` is 1–40
+//! Generic wire form `<tag>-<seq>`: at most 128 bytes in all; `tag` is 1–56
 //! bytes of `[A-Za-z0-9_]`; `seq` is a decimal `u64` without leading zeros.
 //! gapless' own tags are `<ns>_<stream>`: 16 lowercase hex digits, `_`, a
-//! decimal stream id >= 1 without leading zeros.
+//! decimal stream id >= 1 without leading zeros, optionally `_` and a check
+//! of 16 lowercase hex digits.
 
 /// Longest event id in bytes (`docs/SPEC.md` §4.2: "over 128 bytes" is malformed).
 pub const MAX_LEN: usize = 128;
 /// Longest tag in bytes (`docs/SPEC.md` §4.1).
-pub const MAX_TAG_LEN: usize = 40;
+pub const MAX_TAG_LEN: usize = 56;
 
 /// How a string fails to be one of our event ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub struct Id {
     pub stream: u64,
     /// Seq (any `u64`, 0 included: judging it is the decision table's job).
     pub seq: u64,
+    /// The check, if the tag has one.
+    pub check: Option<u64>,
 }
 
 /// A canonical decimal `u64`: digits only, no leading zero unless it is
@@ -69,22 +72,34 @@ pub fn wire(s: &str) -> Option<(&str, u64)> {
     Some((tag, decimal(seq)?))
 }
 
-/// Our tag layout: `Some((ns, stream))` iff `tag` is `<16 lowercase hex>_<stream>`.
-pub fn layout(tag: &str) -> Option<(u64, u64)> {
-    let (ns, stream) = tag.split_once('_')?;
-    if ns.len() != 16 || !ns.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+fn hex16(s: &str) -> Option<u64> {
+    if s.len() != 16 || !s.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
-    let ns = u64::from_str_radix(ns, 16).ok()?;
-    let stream = decimal(stream)?;
-    (stream >= 1).then_some((ns, stream))
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// Our tag layout: `Some((ns, stream, check))` iff `tag` is
+/// `<16 lowercase hex>_<stream>` or `<16 lowercase hex>_<stream>_<16 lowercase hex>`.
+pub fn layout(tag: &str) -> Option<(u64, u64, Option<u64>)> {
+    let mut parts = tag.split('_');
+    let ns = hex16(parts.next()?)?;
+    let stream = decimal(parts.next()?)?;
+    let check = match parts.next() {
+        None => None,
+        Some(c) => Some(hex16(c)?),
+    };
+    if parts.next().is_some() || stream == 0 {
+        return None;
+    }
+    Some((ns, stream, check))
 }
 
 /// Parses one of our event ids.
 pub fn parse(s: &str) -> Result<Id, Bad> {
     let (tag, seq) = wire(s).ok_or(Bad::Malformed)?;
-    let (ns, stream) = layout(tag).ok_or(Bad::ForeignTag)?;
-    Ok(Id { ns, stream, seq })
+    let (ns, stream, check) = layout(tag).ok_or(Bad::ForeignTag)?;
+    Ok(Id { ns, stream, seq, check })
 }
 
 /// The wire form of one of our ids.

@@ -119,7 +119,7 @@ impl Session {
 
     /// The wire event id of `seq` on `stream`.
     pub fn event_id(&self, stream: StreamId, seq: Seq) -> EventId {
-        EventId { ns: self.ns, stream, seq }
+        EventId::new(self.ns, stream, seq)
     }
 
     /// Whether the session was deleted (or expired).

@@ -14,7 +14,18 @@
 //!    hex digits)
 //!   \________________/
 //!          tag
+//!
+//!   00ab34ff9c01de77_3_5be0cd19137e2179-42
+//!                     \______________/
+//!                       check (16 lowercase hex digits; stores that keep
+//!                       a nonce per event, e.g. the Redis store)
 //! ```
+//!
+//! The check is the event's own nonce as its store keeps it. A store whose
+//! history can be rewritten (an asynchronously replicated one that fails
+//! over) compares it with the entry now at the cursor's seq: a different
+//! nonce means the event the client saw is no longer the store's
+//! (`docs/SPEC.md` §8.4). The in-process engine mints ids without it.
 //!
 //! Parsing has two layers, because the resume decision table treats their
 //! failures differently:
@@ -39,9 +50,9 @@ use std::str::FromStr;
 pub const MAX_LEN: usize = 128;
 
 /// The longest accepted tag (the part before the `-`), in bytes.
-pub const MAX_TAG_LEN: usize = 40;
+pub const MAX_TAG_LEN: usize = 56;
 
-/// Hex digits of a namespace in a tag.
+/// Hex digits of a namespace (and of a check) in a tag.
 const NS_DIGITS: usize = 16;
 
 /// A 64-bit token naming one session incarnation on the wire.
@@ -61,9 +72,10 @@ impl fmt::Display for Namespace {
 
 /// One event id of our layout: namespace, stream and session-global seq.
 ///
-/// `Display` is the wire form `<ns>_<stream>-<seq>`. Seq 0 names no event
-/// (seqs start at 1) but is syntactically valid; judging it is the resume
-/// logic's job, not the codec's.
+/// `Display` is the wire form `<ns>_<stream>-<seq>`, or
+/// `<ns>_<stream>_<check>-<seq>` with a check. Seq 0 names no event (seqs
+/// start at 1) but is syntactically valid; judging it is the resume logic's
+/// job, not the codec's.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct EventId {
     /// The session incarnation the event was published in.
@@ -72,12 +84,20 @@ pub struct EventId {
     pub stream: StreamId,
     /// The event's session-global sequence number.
     pub seq: Seq,
+    /// The event's nonce in a store that keeps one (see the module docs);
+    /// `None` for ids minted by the in-process engine.
+    pub check: Option<u64>,
 }
 
 impl EventId {
-    /// Builds an id from its parts.
+    /// Builds an id from its parts, without a check.
     pub const fn new(ns: Namespace, stream: StreamId, seq: Seq) -> EventId {
-        EventId { ns, stream, seq }
+        EventId { ns, stream, seq, check: None }
+    }
+
+    /// The same id carrying `check` (an event's nonce in its store).
+    pub const fn with_check(self, check: u64) -> EventId {
+        EventId { check: Some(check), ..self }
     }
 
     /// Parses the wire form strictly (see the module docs).
@@ -86,14 +106,17 @@ impl EventId {
     /// stream ids from 1, so no gapless server minted such a tag.
     pub fn parse(s: &str) -> Result<EventId, ParseError> {
         let (tag, seq) = parse_wire(s).map_err(ParseError::Malformed)?;
-        let (ns, stream) = parse_tag(tag).ok_or(ParseError::ForeignTag)?;
-        Ok(EventId { ns: Namespace(ns), stream: StreamId(stream), seq: Seq(seq) })
+        let (ns, stream, check) = parse_tag(tag).ok_or(ParseError::ForeignTag)?;
+        Ok(EventId { ns: Namespace(ns), stream: StreamId(stream), seq: Seq(seq), check })
     }
 }
 
 impl fmt::Display for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}_{}-{}", self.ns, self.stream.0, self.seq.0)
+        match self.check {
+            None => write!(f, "{}_{}-{}", self.ns, self.stream.0, self.seq.0),
+            Some(c) => write!(f, "{}_{}_{:016x}-{}", self.ns, self.stream.0, c, self.seq.0),
+        }
     }
 }
 
@@ -111,7 +134,8 @@ pub enum ParseError {
     /// Not even the generic `<tag>-<seq>` grammar (HTTP: `malformed_cursor`).
     Malformed(MalformedReason),
     /// A well-formed `<tag>-<seq>` whose tag is not in our
-    /// `<16 lowercase hex>_<stream>` layout (HTTP: `namespace_mismatch`).
+    /// `<16 lowercase hex>_<stream>[_<16 lowercase hex>]` layout (HTTP:
+    /// `namespace_mismatch`).
     ForeignTag,
 }
 
@@ -237,26 +261,41 @@ pub fn parse_wire(s: &str) -> Result<(&str, u64), MalformedReason> {
     Ok((tag, seq))
 }
 
-/// Reads our tag layout `<16 lowercase hex>_<stream >= 1>`; `None` if the
-/// tag is in any other layout.
-fn parse_tag(tag: &str) -> Option<(u64, u64)> {
+/// Reads our tag layout `<16 lowercase hex>_<stream >= 1>`, optionally
+/// followed by `_<16 lowercase hex>` (the check); `None` if the tag is in
+/// any other layout.
+fn parse_tag(tag: &str) -> Option<(u64, u64, Option<u64>)> {
     let b = tag.as_bytes();
     if b.len() < NS_DIGITS + 2 || b[NS_DIGITS] != b'_' {
         return None;
     }
-    let mut ns = 0u64;
-    for &c in &b[..NS_DIGITS] {
+    let ns = parse_hex16(&b[..NS_DIGITS])?;
+    let rest = &b[NS_DIGITS + 1..];
+    let (stream, check) = match rest.iter().position(|&c| c == b'_') {
+        None => (rest, None),
+        Some(i) => (&rest[..i], Some(parse_hex16(&rest[i + 1..])?)),
+    };
+    match parse_decimal(stream) {
+        Ok(0) | Err(_) => None,
+        Ok(stream) => Some((ns, stream, check)),
+    }
+}
+
+/// Exactly 16 lowercase hex digits.
+fn parse_hex16(b: &[u8]) -> Option<u64> {
+    if b.len() != NS_DIGITS {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in b {
         let digit = match c {
             b'0'..=b'9' => c - b'0',
             b'a'..=b'f' => c - b'a' + 10,
             _ => return None,
         };
-        ns = ns << 4 | u64::from(digit);
+        v = v << 4 | u64::from(digit);
     }
-    match parse_decimal(&b[NS_DIGITS + 1..]) {
-        Ok(0) | Err(_) => None,
-        Ok(stream) => Some((ns, stream)),
-    }
+    Some(v)
 }
 
 enum DecimalError {
@@ -329,6 +368,21 @@ mod tests {
     }
 
     #[test]
+    fn ids_with_a_check_parse_and_round_trip() {
+        let checked = id(0x00ab_34ff_9c01_de77, 3, 42).with_check(0x5be0_cd19_137e_2179);
+        let s = format!("{NS}_3_5be0cd19137e2179-42");
+        assert_eq!(checked.to_string(), s);
+        assert_eq!(EventId::parse(&s), Ok(checked));
+        assert_eq!(EventId::parse(&format!("{NS}_3_0000000000000000-42")).unwrap().check, Some(0));
+        // The longest tag of the layout fits the generic grammar.
+        let widest = id(u64::MAX, u64::MAX, u64::MAX).with_check(u64::MAX).to_string();
+        assert_eq!(EventId::parse(&widest).unwrap().check, Some(u64::MAX));
+        assert!(widest.split('-').next().unwrap().len() <= MAX_TAG_LEN);
+        // Without a check the id is another id: equality includes it.
+        assert_ne!(checked, id(0x00ab_34ff_9c01_de77, 3, 42));
+    }
+
+    #[test]
     fn generic_grammar_accepts_other_layouts() {
         assert_eq!(parse_wire("abc-0"), Ok(("abc", 0)));
         assert_eq!(parse_wire("A_z9-7"), Ok(("A_z9", 7)));
@@ -344,7 +398,10 @@ mod tests {
         assert_eq!(malformed("abc"), M::MissingDash);
         assert_eq!(malformed("a-b-5"), M::MultipleDashes { at: 3 });
         assert_eq!(malformed("-5"), M::EmptyTag);
-        assert_eq!(malformed(&format!("{}-1", "t".repeat(MAX_TAG_LEN + 1))), M::TagTooLong { len: 41 });
+        assert_eq!(
+            malformed(&format!("{}-1", "t".repeat(MAX_TAG_LEN + 1))),
+            M::TagTooLong { len: MAX_TAG_LEN + 1 }
+        );
         assert_eq!(malformed("ab.c-5"), M::BadTagChar { at: 2 });
         assert_eq!(malformed("abc-"), M::EmptySeq);
         assert_eq!(malformed("abc-12x"), M::BadSeqChar { at: 6 });
@@ -424,7 +481,13 @@ mod tests {
         foreign(&format!("{NS}-42")); // no stream
         foreign(&format!("{NS}_0-42")); // stream 0
         foreign(&format!("{NS}_18446744073709551616-42")); // stream overflow
-        foreign(&format!("{NS}_3_4-42")); // extra part
+        foreign(&format!("{NS}_3_4-42")); // a check of 1 digit
+        foreign(&format!("{NS}_3_5be0cd19137e217-42")); // of 15
+        foreign(&format!("{NS}_3_5be0cd19137e21790-42")); // of 17
+        foreign(&format!("{NS}_3_5BE0CD19137E2179-42")); // uppercase
+        foreign(&format!("{NS}_3_5be0cd19137e2179_1-42")); // a fourth part
+        foreign(&format!("{NS}_3_-42")); // an empty check
+        foreign(&format!("{NS}__5be0cd19137e2179-42")); // no stream
         foreign(&format!("{NS}__3-42"));
         foreign("00ab34ff9c01de7g_3-42"); // not hex
         foreign(&format!("x{NS}_3-42"));
@@ -466,7 +529,10 @@ mod tests {
     fn round_trip_property() {
         let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
-            let want = id(rng.next(), rng.wide().max(1), rng.wide());
+            let mut want = id(rng.next(), rng.wide().max(1), rng.wide());
+            if rng.next() % 2 == 0 {
+                want = want.with_check(rng.next());
+            }
             let s = want.to_string();
             assert!(s.len() <= MAX_LEN);
             assert_eq!(EventId::parse(&s), Ok(want), "{s}");
@@ -482,7 +548,11 @@ mod tests {
         let mut rng = XorShift(42);
         let mut accepted = 0;
         for _ in 0..20_000 {
-            let mut bytes = id(rng.next(), rng.wide().max(1), rng.wide()).to_string().into_bytes();
+            let mut base = id(rng.next(), rng.wide().max(1), rng.wide());
+            if rng.next() % 2 == 0 {
+                base = base.with_check(rng.next());
+            }
+            let mut bytes = base.to_string().into_bytes();
             for _ in 0..=rng.next() % 3 {
                 let i = (rng.next() % bytes.len() as u64) as usize;
                 let c = alphabet[(rng.next() % alphabet.len() as u64) as usize];
