@@ -108,6 +108,10 @@ impl From<Refusal> for ApiError {
                     .with("oldest", oldest_id.map_or(json!(oldest.get()), |o| json!(o.to_string())))
                     .with("missing", json!(missing.count()))
             }
+            Refusal::HistoryRewritten { cursor, head } => {
+                e = e.with("cursor", json!(cursor.to_string())).with("head", json!(head.get()))
+            }
+            Refusal::StoreUnavailable { .. } => e = e.retry_after(1),
             Refusal::ResumeRequiresSession | Refusal::UnknownSession => {}
         }
         e

@@ -183,6 +183,7 @@ mod chunk;
 mod config;
 mod cursor;
 mod event;
+pub mod gap;
 mod producer;
 mod reader;
 mod shared;
@@ -197,9 +198,10 @@ pub use config::{
 pub(crate) use cursor::Staged;
 pub use cursor::{Cursor, Lagged, Next, NextBatch};
 pub use event::{exact_bytes, Event, EventRef};
+pub use gap::Missing;
 pub use producer::{Producer, PublishError};
 pub use reader::{Coverage, Reader};
-pub use snapshot::{Missing, Snapshot, SnapshotError, SnapshotIter};
+pub use snapshot::{Snapshot, SnapshotError, SnapshotIter};
 pub use stream::{StreamHandle, StreamInfo};
 
 use crate::sync::Arc;

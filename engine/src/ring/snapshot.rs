@@ -3,59 +3,12 @@
 use super::batch::Batch;
 use super::chunk::Chunk;
 use super::event::EventRef;
+use super::gap::{self, FirstRetained, Missing, StreamMarks};
 use super::shared::Shared;
 use super::stream::StreamRecord;
 use crate::sync::{Arc, Ordering};
 use gapless_wire::{Seq, StreamId};
 use std::fmt;
-
-/// How many events of a refused gap are gone, and how well that is known.
-///
-/// On the wire (`"missing"` in a `gap_not_covered` body) it is the number
-/// [`Missing::count`]: `n` for `Exact(n)` and `AtLeast(n)`, 0 for `Unknown`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Missing {
-    /// Exactly this many (a whole-session gap; a stream gap whose cursor is
-    /// the stream's delivered mark, unless a delivery is being recorded at
-    /// that moment).
-    Exact(u64),
-    /// At least this many, at least 1: a stream gap whose cursor is below or
-    /// above the stream's delivered mark (its position in the stream is then
-    /// unknown), or a stream whose record was reclaimed with its tombstone
-    /// kept.
-    AtLeast(u64),
-    /// How many cannot be told: a reclaimed stream whose tombstone was
-    /// dropped too (the newest 256 per ring are kept). Even 0 is possible
-    /// then: a cursor at the stream's last event, which deserved an empty
-    /// resume, looks the same.
-    Unknown,
-}
-
-impl Missing {
-    /// The number a refusal reports: the exact count, the lower bound, or 0
-    /// when unknown.
-    pub fn count(self) -> u64 {
-        match self {
-            Missing::Exact(n) | Missing::AtLeast(n) => n,
-            Missing::Unknown => 0,
-        }
-    }
-
-    /// Whether [`Missing::count`] is exact.
-    pub fn is_exact(self) -> bool {
-        matches!(self, Missing::Exact(_))
-    }
-}
-
-impl fmt::Display for Missing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Missing::Exact(n) => write!(f, "{n}"),
-            Missing::AtLeast(n) => write!(f, "at least {n}"),
-            Missing::Unknown => f.write_str("an unknown number of"),
-        }
-    }
-}
 
 /// Why a snapshot could not be taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,32 +293,14 @@ impl<'a> Iterator for SnapshotIter<'a> {
     }
 }
 
-/// Events of the stream after `q` that were evicted. The stream's events
-/// before the first retained one number `before_first`; if `q` is at or
-/// below the delivered mark, whose position in the stream is
-/// `delivered_index`, then `before_first - delivered_index` of them follow
-/// `q`: exact when `q` is the mark, a lower bound below it. Above the mark
-/// `q`'s position is unknown and the bound is 1. The caller only asks when at
-/// least one is missing.
-fn missing_in_stream(rec: &StreamRecord, q: u64, snap: &Snapshot) -> Missing {
+/// The stream's marks as the gap verdict needs them (`gap::stream_gap`).
+fn marks(rec: &StreamRecord, high: u64) -> StreamMarks {
     use crate::sync::Ordering::Acquire;
     // `delivered` before its index: the index is raised first, so the index
     // read is at least the one of the mark read (never an overcount).
     let delivered = rec.delivered.load(Acquire);
     let delivered_index = rec.delivered_index.load(Acquire);
-    if q > delivered {
-        return Missing::AtLeast(1);
-    }
-    let before_first = match snap.first() {
-        Some(f) => snap.get(f.0).index_in_stream - 1,
-        None => rec.published.load(Acquire),
-    };
-    let n = before_first.saturating_sub(delivered_index).max(1);
-    if q == delivered {
-        Missing::Exact(n)
-    } else {
-        Missing::AtLeast(n)
-    }
+    StreamMarks { high, published: rec.published.load(Acquire), delivered, delivered_index }
 }
 
 /// Pins every event after `after`: [`Reader::snapshot`](super::Reader::snapshot).
@@ -374,21 +309,24 @@ pub(super) fn pin_after(sh: &Arc<Shared>, after: Seq) -> Result<Snapshot, Snapsh
     if after.0 > head {
         return Err(SnapshotError::Ahead { head: Seq(head) });
     }
-    let evicted = |oldest: u64| SnapshotError::Evicted {
+    let evicted = |oldest: u64, missing| SnapshotError::Evicted {
         wanted: Seq(after.0 + 1),
         oldest: Seq(oldest),
-        missing: Missing::Exact(oldest - 1 - after.0),
+        missing,
     };
     let oldest = sh.oldest();
-    if after.0 + 1 < oldest {
-        return Err(evicted(oldest));
+    if let Err(missing) = gap::session_gap(after.0, oldest) {
+        return Err(evicted(oldest, missing));
     }
     if after.0 == head {
         return Ok(Snapshot::empty(Arc::clone(sh), after.0, None));
     }
     // A chunk can only be missing if the producer evicted it after our
     // `oldest` load; it stored the new `oldest` before clearing the slot.
-    Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| evicted(sh.oldest()))
+    Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| {
+        let oldest = sh.oldest();
+        evicted(oldest, gap::session_gap(after.0, oldest).expect_err("a chunk went, so oldest moved past it"))
+    })
 }
 
 /// Pins every event of `stream` after `after`, with the predecessor proof
@@ -420,24 +358,17 @@ pub(super) fn pin_stream_after(
                 None => continue, // evicted under us: the window moved, look again
             }
         };
-        if from == q + 1 {
-            return Ok(snap);
-        }
-        // Seqs q+1 .. from-1 are gone: prove none of them was ours. The
-        // newest event of ours before `from` is the first retained one's
-        // predecessor, or (none retained) our high-water mark.
-        let before_from = match snap.first() {
-            Some(f) => snap.prev_in_stream(f.0),
-            None => hi,
-        };
-        if before_from <= q {
-            return Ok(snap);
-        }
-        return Err(SnapshotError::Evicted {
-            wanted: Seq(q + 1),
-            oldest: Seq(oldest),
-            missing: missing_in_stream(&rec, q, &snap),
+        // Seqs q+1 .. from-1 may be gone: the verdict proves none of them
+        // was ours, or counts what of ours is missing.
+        let first = snap.first().map(|f| FirstRetained {
+            seq: f.0,
+            index: snap.get(f.0).index_in_stream,
+            prev: snap.prev_in_stream(f.0),
         });
+        return match gap::stream_gap(q, oldest, marks(&rec, hi), first) {
+            Ok(()) => Ok(snap),
+            Err(missing) => Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing }),
+        };
     }
     let oldest = sh.oldest();
     Err(SnapshotError::Evicted { wanted: Seq(q + 1), oldest: Seq(oldest), missing: Missing::AtLeast(1) })

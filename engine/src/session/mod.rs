@@ -9,8 +9,9 @@
 //! directly: the loom shim belongs to the ring.
 //!
 //! Its files import each other in one direction only: `secret`, `ticket`,
-//! `pace` and `budget` (state) under `session` (one session) under `hub` under
-//! `resume` (the decision table, `impl Hub`) under `migrate` (tickets
+//! `pace` and `budget` (state) under `session` (one session) under `table`
+//! (the decision table over any store's [`SessionFacts`]) and `hub`, under
+//! `resume` (the table on the hub, `impl Hub`) under `migrate` (tickets
 //! issued and redeemed, `impl Hub`).
 
 mod budget;
@@ -24,6 +25,7 @@ mod secret;
 // one session's state, the hub is beside it.
 #[allow(clippy::module_inception)]
 mod session;
+mod table;
 mod ticket;
 
 pub use hub::{ConnectionGuard, Hub, HubConfig, SessionError};
@@ -35,6 +37,7 @@ pub use pace::Pacer;
 pub use resume::{Refusal, Resume, ResumeRequest};
 pub use secret::SessionId;
 pub use session::{Session, SessionPublishError};
+pub use table::{decide, Decision, Entry, SessionFacts, Target};
 pub use ticket::{Ticket, TicketError};
 
 /// Locks a std mutex, ignoring poisoning: every critical section of this

@@ -50,6 +50,13 @@ kinds! {
     CursorNotDelivered = ("cursor_not_delivered", 409),
     /// Events after the cursor were evicted.
     GapNotCovered = ("gap_not_covered", 409),
+    /// The event the cursor names is not the one the client saw: the store
+    /// lost it in a failover (asynchronous replication can lose an
+    /// acknowledged suffix) and may have reused its seq for another event.
+    HistoryRewritten = ("history_rewritten", 409),
+    /// The session store (e.g. Redis) cannot be reached; nothing was
+    /// decided, and nothing was created.
+    StoreUnavailable = ("store_unavailable", 503),
     /// A request other than `initialize` without a session id.
     MissingSession = ("missing_session", 400),
     /// An `MCP-Protocol-Version` header naming a version not served.
@@ -122,7 +129,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 27);
+        assert_eq!(ErrorKind::ALL.len(), 29);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 

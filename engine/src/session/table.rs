@@ -1,0 +1,443 @@
+//! The resume decision table (`docs/SPEC.md` §4.2), rows 3 to 7, over any
+//! store: [`decide`] reads what it needs through [`SessionFacts`], so the
+//! in-process session (whose facts are its ring's, read lock-free) and a
+//! store kept elsewhere (the Redis store fetches the same facts in one
+//! script call) answer every resume with the same refusal and the same
+//! numbers. Rows 1 and 2 (a session id, a live session visible to the
+//! caller) are the store's own lookup.
+
+use super::session::Session;
+use crate::ring::gap::{self, Pending};
+use crate::ring::{Missing, Snapshot, SnapshotError, StreamInfo};
+use gapless_wire::event_id::{EventId, MalformedReason, ParseError};
+use gapless_wire::{ErrorKind, Namespace, Seq, StreamId};
+use std::fmt;
+
+/// What a resume wants (the table's two forms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// An SSE resume: the cursor's own stream (`Last-Event-ID`).
+    Stream,
+    /// A WebSocket migration: every event of the session after the cursor,
+    /// the cursor being the client's contiguous processed prefix.
+    Session,
+}
+
+/// A retained event as the table sees it: its stream, and its nonce where
+/// the store keeps one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The stream it was published on.
+    pub stream: StreamId,
+    /// Its nonce (the wire id's check); `None` in a store without nonces.
+    pub check: Option<u64>,
+}
+
+/// What the decision table reads of one live session incarnation. Every
+/// answer must come from one consistent state of the session (the ring's
+/// are lock-free reads whose races only ever make an answer "evicted";
+/// the Redis store's come from one atomic script call).
+pub trait SessionFacts {
+    /// What a granted resume replays (the in-process store: a pinned
+    /// [`Snapshot`]).
+    type Replay;
+
+    /// The incarnation's namespace.
+    fn namespace(&self) -> Namespace;
+    /// How many streams were opened (stream ids are `1..=` this).
+    fn streams_opened(&self) -> u64;
+    /// The newest seq (0 before the first event).
+    fn head(&self) -> Seq;
+    /// The oldest retained seq (`head + 1` when none is retained).
+    fn oldest(&self) -> Seq;
+    /// The retained event `seq`, if it is retained.
+    fn entry(&self, seq: Seq) -> Option<Entry>;
+    /// A stream's bookkeeping, if its record is kept.
+    fn stream(&self, id: StreamId) -> Option<StreamInfo>;
+    /// `(first, high)` of a reclaimed, fully delivered stream whose
+    /// tombstone is kept.
+    fn tombstone(&self, id: StreamId) -> Option<(Seq, Seq)>;
+    /// The smallest seq at or below `c` of an event never delivered, if the
+    /// store can prove one ([`gap::first_undelivered_at_or_below`]).
+    fn first_undelivered_at_or_below(&self, c: Seq) -> Option<Seq>;
+    /// Every event of `stream` after `after`, or why not
+    /// ([`gap::stream_gap`]'s verdict).
+    fn replay_stream(&self, stream: StreamId, after: Seq) -> Result<Self::Replay, SnapshotError>;
+    /// Every event after `after`, or why not ([`gap::session_gap`]).
+    fn replay_session(&self, after: Seq) -> Result<Self::Replay, SnapshotError>;
+    /// Nothing after `after` (a resume at a reclaimed stream's last event).
+    fn replay_empty(&self, after: Seq, stream: StreamId) -> Self::Replay;
+    /// Whether the store keeps a nonce per event ([`Entry::check`]), so that
+    /// its cursors carry checks and a failover's rewrite can be told.
+    fn nonces(&self) -> bool;
+
+    /// The wire id of retained event `seq` on `stream`, with its check.
+    fn event_id(&self, stream: StreamId, seq: Seq) -> EventId {
+        let id = EventId::new(self.namespace(), stream, seq);
+        match self.entry(seq).and_then(|e| e.check) {
+            Some(c) => id.with_check(c),
+            None => id,
+        }
+    }
+}
+
+/// A granted decision: what to replay, after which cursor.
+#[derive(Debug)]
+pub struct Decision<R> {
+    /// The parsed cursor (`None` for a migration from "processed nothing").
+    pub cursor: Option<EventId>,
+    /// The cursor's seq (0 for "processed nothing").
+    pub after: Seq,
+    /// The stream being resumed, or `None` for the whole session.
+    pub stream: Option<StreamId>,
+    /// The gap. Empty only when the cursor is at the target's high-water mark.
+    pub replay: R,
+}
+
+/// Why a resume is refused. Each variant is one row of the table and one
+/// [`ErrorKind`] ([`Refusal::kind`]), which carries the HTTP status and the
+/// JSON `error` name:
+///
+/// | variant | HTTP | `error` |
+/// |---|---|---|
+/// | `ResumeRequiresSession` | 400 | `resume_requires_session` |
+/// | `UnknownSession` | 404 | `unknown_session` |
+/// | `MalformedCursor` | 400 | `malformed_cursor` |
+/// | `NamespaceMismatch` | 409 | `namespace_mismatch` |
+/// | `HistoryRewritten` | 409 | `history_rewritten` |
+/// | `CursorAhead` | 409 | `cursor_ahead` |
+/// | `CursorNotDelivered` | 409 | `cursor_not_delivered` |
+/// | `GapNotCovered` | 409 | `gap_not_covered` |
+/// | `StoreUnavailable` | 503 | `store_unavailable` |
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// A cursor without a session id: never create a session implicitly.
+    ResumeRequiresSession,
+    /// No such session (or expired, deleted, bound to another caller).
+    UnknownSession,
+    /// The cursor is not an event id.
+    MalformedCursor {
+        /// What is wrong with it.
+        reason: MalformedReason,
+    },
+    /// The cursor is an event id of another session, an older incarnation,
+    /// or a stream the event does not belong to.
+    NamespaceMismatch {
+        /// The cursor as given.
+        cursor: String,
+    },
+    /// The cursor carries a check (its event's nonce in a store that keeps
+    /// one) and the store's event at its seq has another nonce, or the
+    /// store's head is below its seq: the store lost the event in a failover
+    /// and may have reused the seq. Never from the in-process store.
+    HistoryRewritten {
+        /// The cursor.
+        cursor: EventId,
+        /// The store's newest seq.
+        head: Seq,
+    },
+    /// The cursor names an event that was never emitted.
+    CursorAhead {
+        /// The cursor.
+        cursor: EventId,
+        /// The newest seq of the session.
+        head: Seq,
+    },
+    /// The cursor claims an event that was never delivered (for a
+    /// migration: some event at or below it was never delivered).
+    CursorNotDelivered {
+        /// The cursor.
+        cursor: EventId,
+        /// The smallest seq at or below the cursor found never delivered (for
+        /// a stream whose record was reclaimed: a seq at or below which one
+        /// of its events was never delivered).
+        undelivered: Option<Seq>,
+    },
+    /// Some event of the gap was evicted.
+    GapNotCovered {
+        /// The cursor (`None` for a migration from "processed nothing").
+        cursor: Option<EventId>,
+        /// The oldest seq the session retains.
+        oldest: Seq,
+        /// Event id of `oldest`, when it is a retained event.
+        oldest_id: Option<EventId>,
+        /// Evicted events of the target after the cursor, and whether that
+        /// count is exact, a lower bound or unknown (see [`Missing`]). For a
+        /// stream whose record was reclaimed it is `AtLeast(1)` (its events
+        /// after the cursor are gone, how many is unknown), or `Unknown`
+        /// once even its tombstone was dropped (the newest 256 are kept per
+        /// ring): then the engine cannot tell a cursor at the stream's end,
+        /// which deserved an empty resume, from one before it.
+        missing: Missing,
+    },
+    /// The session store could not be asked (e.g. Redis is unreachable):
+    /// nothing was decided and nothing was created. Never from the
+    /// in-process store.
+    StoreUnavailable {
+        /// What failed, for the log and the error body.
+        reason: String,
+    },
+}
+
+impl Refusal {
+    /// The contract's kind of this refusal.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Refusal::ResumeRequiresSession => ErrorKind::ResumeRequiresSession,
+            Refusal::UnknownSession => ErrorKind::UnknownSession,
+            Refusal::MalformedCursor { .. } => ErrorKind::MalformedCursor,
+            Refusal::NamespaceMismatch { .. } => ErrorKind::NamespaceMismatch,
+            Refusal::CursorAhead { .. } => ErrorKind::CursorAhead,
+            Refusal::CursorNotDelivered { .. } => ErrorKind::CursorNotDelivered,
+            Refusal::GapNotCovered { .. } => ErrorKind::GapNotCovered,
+            Refusal::HistoryRewritten { .. } => ErrorKind::HistoryRewritten,
+            Refusal::StoreUnavailable { .. } => ErrorKind::StoreUnavailable,
+        }
+    }
+
+    /// The HTTP status for this refusal (the kind's).
+    pub fn http_status(&self) -> u16 {
+        self.kind().http_status()
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::ResumeRequiresSession => f.write_str("a resume cursor needs a session id"),
+            Refusal::UnknownSession => f.write_str("unknown session"),
+            Refusal::MalformedCursor { reason } => write!(f, "malformed cursor: {reason}"),
+            Refusal::NamespaceMismatch { .. } => {
+                f.write_str("cursor belongs to another session, incarnation or stream")
+            }
+            Refusal::HistoryRewritten { cursor, head } => write!(
+                f,
+                "the event of cursor {cursor} is no longer the store's (lost in a failover; newest seq is {head})"
+            ),
+            Refusal::StoreUnavailable { reason } => write!(f, "the session store is unavailable: {reason}"),
+            Refusal::CursorAhead { cursor, head } => {
+                write!(f, "cursor {cursor} is ahead of the newest event {head}")
+            }
+            Refusal::CursorNotDelivered { cursor, .. } => {
+                write!(f, "cursor {cursor} names an event that was never delivered")
+            }
+            Refusal::GapNotCovered { cursor, oldest, missing, .. } => {
+                let after = cursor.map_or_else(|| "the start".to_owned(), |c| c.to_string());
+                write!(f, "{missing} event(s) after {after} were evicted; oldest retained seq is {oldest}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// Rows 3 to 7 of the decision table, in order, on a live session
+/// visible to the caller: the cursor's form, its namespace and stream (and
+/// check), ahead, delivered, and coverage.
+pub fn decide<F: SessionFacts>(
+    facts: &F,
+    cursor: Option<&str>,
+    target: Target,
+) -> Result<Decision<F::Replay>, Refusal> {
+    // Row 3.
+    let cursor = match (cursor, target) {
+        (None, Target::Session) => None,
+        (None, Target::Stream) => return Err(Refusal::MalformedCursor { reason: MalformedReason::Empty }),
+        (Some(c), _) => match EventId::parse(c) {
+            Ok(id) => Some(id),
+            Err(ParseError::Malformed(reason)) => return Err(Refusal::MalformedCursor { reason }),
+            Err(ParseError::ForeignTag) => return Err(Refusal::NamespaceMismatch { cursor: c.to_owned() }),
+        },
+    };
+    if let Some(c) = &cursor {
+        // Row 4: namespace (session + incarnation), then stream membership.
+        let foreign = || Refusal::NamespaceMismatch { cursor: c.to_string() };
+        if c.ns != facts.namespace() || c.seq.0 == 0 {
+            return Err(foreign());
+        }
+        let head = facts.head();
+        let entry = if c.seq <= head { facts.entry(c.seq) } else { None };
+        // The event the client saw is still the store's: a store with
+        // nonces minted the cursor with its event's check; a seq or stream
+        // beyond what the store has now was minted before a failover lost it.
+        if facts.nonces() {
+            match c.check {
+                Some(seen) => {
+                    let lost = c.seq > head || c.stream.0 > facts.streams_opened();
+                    if lost || entry.is_some_and(|e| e.check != Some(seen)) {
+                        return Err(Refusal::HistoryRewritten { cursor: *c, head });
+                    }
+                }
+                None if entry.is_some() => return Err(foreign()),
+                None => {}
+            }
+        }
+        if c.stream.0 > facts.streams_opened() {
+            return Err(foreign());
+        }
+        if c.seq <= head {
+            if !belongs(facts, entry, c) {
+                return Err(foreign());
+            }
+        } else {
+            // Row 5: never emitted.
+            return Err(Refusal::CursorAhead { cursor: *c, head });
+        }
+    }
+    let after = cursor.map_or(Seq(0), |c| c.seq);
+    match target {
+        Target::Stream => {
+            let c = cursor.expect("stream resumes have a cursor");
+            // Row 6: the cursor's event must have been delivered.
+            if let Some(info) = facts.stream(c.stream) {
+                if c.seq > info.delivered {
+                    return Err(Refusal::CursorNotDelivered { cursor: c, undelivered: Some(c.seq) });
+                }
+            }
+            // Row 7.
+            let replay = match facts.replay_stream(c.stream, c.seq) {
+                Ok(replay) => replay,
+                // The record was reclaimed (the stream ended, was fully
+                // delivered, and all its events left the window). At its
+                // last event nothing is missing: an empty resume, which ends
+                // at once. Before it, at least its last event is gone (the
+                // cursor's position in the stream is unknown: evicted); with
+                // no tombstone left, how many is unknown.
+                Err(SnapshotError::UnknownStream { .. }) => match facts.tombstone(c.stream) {
+                    Some((_, high)) if high == c.seq => facts.replay_empty(c.seq, c.stream),
+                    tomb => {
+                        let missing = if tomb.is_some() { Missing::AtLeast(1) } else { Missing::Unknown };
+                        return Err(gap_not_covered(facts, cursor, facts.oldest(), missing));
+                    }
+                },
+                Err(e) => return Err(gap_refusal(facts, Some(c), e)),
+            };
+            Ok(Decision { cursor, after, stream: Some(c.stream), replay })
+        }
+        Target::Session => {
+            // Row 6, migration form.
+            if let Some(u) = facts.first_undelivered_at_or_below(after) {
+                let c = cursor.expect("seq 0 has nothing at or below it");
+                return Err(Refusal::CursorNotDelivered { cursor: c, undelivered: Some(u) });
+            }
+            // Row 7.
+            match facts.replay_session(after) {
+                Ok(replay) => Ok(Decision { cursor, after, stream: None, replay }),
+                Err(e) => Err(gap_refusal(facts, cursor, e)),
+            }
+        }
+    }
+}
+
+/// Whether cursor `c` (seq <= head) names an event of its stream. Exact for
+/// retained events; for evicted ones the stream's record (or, once it was
+/// reclaimed, its tombstone) must span the seq. A reclaimed stream whose
+/// tombstone is gone too cannot be checked and is accepted: row 7 then
+/// refuses the gap.
+fn belongs<F: SessionFacts>(facts: &F, entry: Option<Entry>, c: &EventId) -> bool {
+    if let Some(e) = entry {
+        return e.stream == c.stream;
+    }
+    match facts.stream(c.stream) {
+        Some(info) => info.first.0 != 0 && info.first <= c.seq && c.seq <= info.high,
+        None => match facts.tombstone(c.stream) {
+            Some((first, high)) => first.0 != 0 && first <= c.seq && c.seq <= high,
+            None => true,
+        },
+    }
+}
+
+/// `GapNotCovered`, naming `oldest` by its event id when it is retained.
+fn gap_not_covered<F: SessionFacts>(
+    facts: &F,
+    cursor: Option<EventId>,
+    oldest: Seq,
+    missing: Missing,
+) -> Refusal {
+    let oldest_id = facts.entry(oldest).map(|e| facts.event_id(e.stream, oldest));
+    Refusal::GapNotCovered { cursor, oldest, oldest_id, missing }
+}
+
+fn gap_refusal<F: SessionFacts>(facts: &F, cursor: Option<EventId>, e: SnapshotError) -> Refusal {
+    match e {
+        SnapshotError::Evicted { oldest, missing, .. } => gap_not_covered(facts, cursor, oldest, missing),
+        // A reclaimed stream (stream resumes handle their tombstones first):
+        // it ended and every event of it was evicted; how many after the
+        // cursor is unknown.
+        SnapshotError::UnknownStream { .. } => {
+            gap_not_covered(facts, cursor, facts.oldest(), Missing::Unknown)
+        }
+        SnapshotError::Ahead { head } => match cursor {
+            Some(cursor) => Refusal::CursorAhead { cursor, head },
+            None => unreachable!("seq 0 is never ahead"),
+        },
+    }
+}
+
+/// The in-process store's facts: its ring's, read lock-free.
+impl SessionFacts for Session {
+    type Replay = Snapshot;
+
+    fn namespace(&self) -> Namespace {
+        Session::namespace(self)
+    }
+
+    fn streams_opened(&self) -> u64 {
+        self.reader().streams_opened()
+    }
+
+    fn head(&self) -> Seq {
+        self.reader().head()
+    }
+
+    fn oldest(&self) -> Seq {
+        self.reader().oldest()
+    }
+
+    fn entry(&self, seq: Seq) -> Option<Entry> {
+        self.reader().stream_of(seq).map(|stream| Entry { stream, check: None })
+    }
+
+    fn stream(&self, id: StreamId) -> Option<StreamInfo> {
+        self.reader().stream(id)
+    }
+
+    fn tombstone(&self, id: StreamId) -> Option<(Seq, Seq)> {
+        self.reader().tombstone(id)
+    }
+
+    fn first_undelivered_at_or_below(&self, c: Seq) -> Option<Seq> {
+        if c.0 == 0 {
+            return None;
+        }
+        let reader = self.reader();
+        let pending: Vec<Pending> = reader
+            .streams()
+            .into_iter()
+            .filter(|i| i.high > i.delivered)
+            .map(|i| Pending { id: i.id, delivered: i.delivered.0, high: i.high.0 })
+            .collect();
+        let oldest = reader.oldest().0;
+        let snap =
+            if pending.is_empty() { None } else { reader.snapshot(Seq(oldest.saturating_sub(1))).ok() };
+        let window =
+            snap.iter().flat_map(|s| s.iter().map(|e| (e.seq.0, e.stream, s.prev_in_stream(e.seq.0))));
+        gap::first_undelivered_at_or_below(c, &pending, oldest, reader.reclaimed_undelivered(), window)
+    }
+
+    fn replay_stream(&self, stream: StreamId, after: Seq) -> Result<Snapshot, SnapshotError> {
+        self.reader().snapshot_stream(stream, after)
+    }
+
+    fn replay_session(&self, after: Seq) -> Result<Snapshot, SnapshotError> {
+        self.reader().snapshot(after)
+    }
+
+    fn replay_empty(&self, after: Seq, stream: StreamId) -> Snapshot {
+        self.reader().empty_snapshot(after, Some(stream))
+    }
+
+    fn nonces(&self) -> bool {
+        false
+    }
+}
