@@ -1,9 +1,28 @@
 #!/usr/bin/env bash
 # Installs everything the build and the test suite need, idempotently:
 # Rust components, the nightly toolchain with Miri (deep checks), cargo-fuzz,
-# and the npm/pip packages of the SDK and conformance tests.
+# Debian's redis-server (the Redis store's tests start their own), and the
+# npm/pip packages of the SDK and conformance tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+apt_updated=
+apt_install() { # apt_install COMMAND PACKAGE: installs PACKAGE unless COMMAND exists
+  if ! command -v "$1" >/dev/null 2>&1; then
+    local sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    if [ -z "$apt_updated" ]; then
+      $sudo apt-get update -qq
+      apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+  fi
+}
+apt_install redis-server redis-server
+# The package's own service is not what the tests use: each test starts
+# redis-server on a free port. Stop it so that nothing relies on it.
+if command -v service >/dev/null 2>&1 && service redis-server status >/dev/null 2>&1; then
+  service redis-server stop >/dev/null 2>&1 || true
+fi
 rustup component add rustfmt clippy >/dev/null
 if ! rustup toolchain list | grep -q '^nightly'; then
   rustup toolchain install nightly --profile minimal
@@ -20,7 +39,9 @@ for d in server/bin/tests/sdk server/bin/tests/conformance; do
   fi
 done
 if [ -f server/bin/tests/sdk/requirements.txt ]; then
-  if [ ! -x server/bin/tests/sdk/.venv/bin/python ]; then
+  # A venv made elsewhere (a moved checkout) has dead script paths: remake it.
+  if ! server/bin/tests/sdk/.venv/bin/pip --version >/dev/null 2>&1; then
+    rm -rf server/bin/tests/sdk/.venv
     python3 -m venv server/bin/tests/sdk/.venv
   fi
   server/bin/tests/sdk/.venv/bin/pip install -q -r server/bin/tests/sdk/requirements.txt

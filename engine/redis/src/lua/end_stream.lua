@@ -1,0 +1,16 @@
+-- Ends a stream (idempotent). ARGV: stream. Answers {'ok'} or {'unknown'}.
+local bad = wrong_type()
+if bad then
+  return { 'corrupt', bad }
+end
+local m = meta_get()
+if not m then
+  return { 'unknown' }
+end
+local r = rec_get(tonumber(ARGV[1]))
+if r and r.ended == 0 then
+  r.ended = 1
+  redis.call('HSET', S, ARGV[1], rec_str(r))
+end
+touch(m)
+return { 'ok' }

@@ -1,0 +1,118 @@
+-- Shared prelude of every gapless script (docs/SPEC.md §8.2).
+--
+-- KEYS, all in the session's hash slot ({<session id>} is the hash tag):
+--   1 meta     HASH   ns, ow (owner, absent for none), head, oldest, bytes,
+--                     opened, swept, ru (absent for none), cap, budget, ttl
+--   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
+--                     s (stream), i (index in stream), v (previous seq of the
+--                     stream, 0 for none), n (nonce, 16 hex), p (payload)
+--   3 streams  HASH   stream id -> "first high published delivered dindex ended"
+--   4 tombs    HASH   stream id -> "first high" (reclaimed, fully delivered)
+--   5 order    LIST   tombstoned stream ids, oldest first
+--
+-- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
+-- reaches. They are printed with '%d' (tostring would print 1e+15).
+--
+-- Every script checks the key types first and answers {'corrupt', key} on a
+-- key of another type (another program's data under our prefix): it then
+-- writes nothing.
+
+local M, L, S, T, O = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local KEEP_TOMBSTONES = 256
+local KEEP_UNDELIVERED = 256
+
+local function wrong_type()
+  local want = { 'hash', 'stream', 'hash', 'hash', 'list' }
+  for i = 1, 5 do
+    local t = redis.call('TYPE', KEYS[i])['ok']
+    if t ~= 'none' and t ~= want[i] then
+      return KEYS[i]
+    end
+  end
+  return nil
+end
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+local function num(v, default)
+  if v == false or v == nil then
+    return default
+  end
+  local n = tonumber(v)
+  if n == nil then
+    return default
+  end
+  return n
+end
+
+-- The session's meta, or nil when it does not exist.
+local function meta_get()
+  local v = redis.call('HMGET', M, 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget',
+    'ttl')
+  if not v[1] then
+    return nil
+  end
+  return {
+    ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
+    opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
+    budget = num(v[10], 1), ttl = num(v[11], 600000),
+  }
+end
+
+local function meta_put(m)
+  redis.call('HSET', M, 'head', fmt(m.head), 'oldest', fmt(m.oldest), 'bytes', fmt(m.bytes),
+    'opened', fmt(m.opened), 'swept', fmt(m.swept))
+  if m.ru >= 0 then
+    redis.call('HSET', M, 'ru', fmt(m.ru))
+  end
+end
+
+-- Whether a caller (ARGV flag '1' + owner, or '0') may see the session.
+local function owner_ok(m, has_owner, owner)
+  if has_owner == '1' then
+    return m.ow == owner
+  end
+  return m.ow == false or m.ow == nil
+end
+
+local function rec_parse(v)
+  if not v then
+    return nil
+  end
+  local f = {}
+  for n in string.gmatch(v, '%d+') do
+    f[#f + 1] = tonumber(n)
+  end
+  return { first = f[1], high = f[2], published = f[3], delivered = f[4], dindex = f[5], ended = f[6] }
+end
+
+local function rec_get(id)
+  return rec_parse(redis.call('HGET', S, fmt(id)))
+end
+
+local function rec_str(r)
+  return string.format('%d %d %d %d %d %d', r.first, r.high, r.published, r.delivered, r.dindex, r.ended)
+end
+
+local function touch(m)
+  for i = 1, 5 do
+    redis.call('PEXPIRE', KEYS[i], m.ttl)
+  end
+end
+
+-- The fields of log entry `seq` as a table, or nil when it is not there.
+local function entry_get(seq)
+  local r = redis.call('XRANGE', L, fmt(seq) .. '-0', fmt(seq) .. '-0')
+  if #r == 0 then
+    return nil
+  end
+  local f = r[1][2]
+  local e = {}
+  for k = 1, #f, 2 do
+    e[f[k]] = f[k + 1]
+  end
+  return e
+end

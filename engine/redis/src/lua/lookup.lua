@@ -1,0 +1,12 @@
+-- Finds a session for a caller and resets its idle clock.
+-- ARGV: has_owner, owner. Answers {'ok', ns, head} or {'unknown'}.
+local bad = wrong_type()
+if bad then
+  return { 'corrupt', bad }
+end
+local m = meta_get()
+if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
+  return { 'unknown' }
+end
+touch(m)
+return { 'ok', m.ns, m.head }

@@ -1,0 +1,54 @@
+//! The Lua scripts (`src/lua/`), each prefixed with the shared prelude.
+
+use redis::Script;
+
+const LIB: &str = include_str!("lua/lib.lua");
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{LIB}\n{body}"))
+}
+
+/// One compiled handle per script (EVALSHA, loaded on first use).
+pub(crate) struct Scripts {
+    pub(crate) create: Script,
+    pub(crate) lookup: Script,
+    pub(crate) open_stream: Script,
+    pub(crate) append: Script,
+    pub(crate) end_stream: Script,
+    pub(crate) deliver: Script,
+    pub(crate) delete: Script,
+    pub(crate) facts: Script,
+    pub(crate) range: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Scripts {
+            create: script(include_str!("lua/create.lua")),
+            lookup: script(include_str!("lua/lookup.lua")),
+            open_stream: script(include_str!("lua/open_stream.lua")),
+            append: script(include_str!("lua/append.lua")),
+            end_stream: script(include_str!("lua/end_stream.lua")),
+            deliver: script(include_str!("lua/deliver.lua")),
+            delete: script(include_str!("lua/delete.lua")),
+            facts: script(include_str!("lua/facts.lua")),
+            range: script(include_str!("lua/range.lua")),
+        }
+    }
+
+    /// Every script, to load them all at start-up (so that a Redis that
+    /// refuses scripts is found then, not on the first request).
+    pub(crate) fn all(&self) -> [&Script; 9] {
+        [
+            &self.create,
+            &self.lookup,
+            &self.open_stream,
+            &self.append,
+            &self.end_stream,
+            &self.deliver,
+            &self.delete,
+            &self.facts,
+            &self.range,
+        ]
+    }
+}

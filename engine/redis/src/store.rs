@@ -1,0 +1,548 @@
+//! The store: connection, start-up checks, and one method per script.
+
+use crate::facts::{self, RedisFacts, ReplayPlan};
+use crate::keys::session_keys;
+use crate::scripts::Scripts;
+use bytes::Bytes;
+use gapless::ring::RingConfig;
+use gapless::session::{decide, Decision, Refusal, ResumeRequest, Target};
+use gapless::{Namespace, Seq, SessionId, StreamId};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Script, Value};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "gapless:";
+
+/// How the store bounds each session (fixed per session at its creation, so
+/// every node trims it alike) and names its keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Each session's window: `capacity` events and `byte_budget` payload
+    /// bytes, trimmed in the append itself (`chunk_events` is the local
+    /// rings' business and ignored here).
+    pub ring: RingConfig,
+    /// A session no request or open connection touched for this long
+    /// expires (its keys' TTL).
+    pub idle_timeout: Duration,
+    /// Prepended to every key (default `gapless:`).
+    pub prefix: String,
+    /// How long one Redis call may take before the store counts Redis as
+    /// unavailable (default 2 s).
+    pub timeout: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            ring: RingConfig::default(),
+            idle_timeout: Duration::from_secs(600),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why the store could not do what was asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The Redis URL does not parse.
+    BadUrl(String),
+    /// Redis could not be reached or did not answer in time.
+    Unavailable(String),
+    /// Redis runs with a `maxmemory-policy` that may delete keys (anything
+    /// but `noeviction`): session logs would vanish silently.
+    EvictionPolicy(String),
+    /// A key under our prefix holds another type (another program's data):
+    /// nothing was written.
+    Corrupt {
+        /// The key.
+        key: String,
+    },
+    /// Redis answered something the scripts never return.
+    Protocol(String),
+    /// No such session (or not visible to this caller).
+    UnknownSession,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::BadUrl(e) => write!(f, "malformed Redis URL: {e}"),
+            StoreError::Unavailable(e) => write!(f, "Redis is unavailable: {e}"),
+            StoreError::EvictionPolicy(p) => write!(
+                f,
+                "Redis runs with maxmemory-policy {p}, which deletes keys under memory pressure and would \
+                 lose session logs silently; set it to noeviction"
+            ),
+            StoreError::Corrupt { key } => {
+                write!(f, "key {key} holds data of another type (another program's data under our prefix?)")
+            }
+            StoreError::Protocol(e) => write!(f, "unexpected answer from Redis: {e}"),
+            StoreError::UnknownSession => f.write_str("unknown session"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(e: redis::RedisError) -> Self {
+        StoreError::Unavailable(e.to_string())
+    }
+}
+
+/// Why an append was refused (nothing of the batch was written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendError {
+    /// The store failed (see [`StoreError`]).
+    Store(StoreError),
+    /// The stream has ended.
+    StreamEnded(StreamId),
+    /// No such stream (never opened, or its record was reclaimed).
+    UnknownStream(StreamId),
+    /// Event `index` of the batch is larger than the session's byte budget.
+    PayloadTooLarge {
+        /// Its place in the batch.
+        index: usize,
+        /// Its length.
+        len: usize,
+        /// The budget.
+        budget: usize,
+    },
+}
+
+impl fmt::Display for AppendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AppendError::Store(e) => e.fmt(f),
+            AppendError::StreamEnded(s) => write!(f, "stream {s} has ended"),
+            AppendError::UnknownStream(s) => write!(f, "unknown stream {s}"),
+            AppendError::PayloadTooLarge { len, budget, .. } => {
+                write!(f, "payload of {len} bytes exceeds the byte budget of {budget}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AppendError {}
+
+impl From<StoreError> for AppendError {
+    fn from(e: StoreError) -> Self {
+        AppendError::Store(e)
+    }
+}
+
+/// Why a granted replay could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplayError {
+    /// The store failed.
+    Store(StoreError),
+    /// The window moved past part of the gap after the decision: decide
+    /// again (the decision then refuses the gap).
+    Moved,
+}
+
+impl From<StoreError> for ReplayError {
+    fn from(e: StoreError) -> Self {
+        ReplayError::Store(e)
+    }
+}
+
+/// A session as the store knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredSession {
+    /// Its id.
+    pub id: SessionId,
+    /// The namespace of this incarnation.
+    pub ns: Namespace,
+}
+
+/// One appended event: its seq and its nonce (the wire id's check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The seq the store allocated.
+    pub seq: Seq,
+    /// The event's nonce.
+    pub check: u64,
+}
+
+/// One event read back from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its seq.
+    pub seq: Seq,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its position in the stream, from 1.
+    pub index_in_stream: u64,
+    /// Its nonce.
+    pub check: u64,
+    /// Its payload.
+    pub payload: Bytes,
+}
+
+/// The Redis Streams store. Cloning is cheap (one multiplexed connection,
+/// re-established in the background when it drops).
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    config: Arc<StoreConfig>,
+    scripts: Arc<Scripts>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+/// Reads the `maxmemory_policy` line of `INFO memory`.
+fn eviction_policy(info: &str) -> Option<&str> {
+    info.lines().find_map(|l| l.strip_prefix("maxmemory_policy:")).map(str::trim)
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://HOST:PORT/DB`), checks that Redis keeps
+    /// every key (`maxmemory-policy noeviction`) and loads the scripts.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
+        let mc = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.timeout))
+            .set_response_timeout(Some(config.timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = tokio::time::timeout(config.timeout * 2, ConnectionManager::new_with_config(client, mc))
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!("no answer from {url} within {:?}", config.timeout * 2))
+            })??;
+        let store = RedisStore { conn, config: Arc::new(config), scripts: Arc::new(Scripts::new()) };
+        store.check_policy().await?;
+        let mut c = store.conn.clone();
+        for s in store.scripts.all() {
+            s.prepare_invoke().load_async(&mut c).await?;
+        }
+        Ok(store)
+    }
+
+    /// Refuses a Redis that may evict keys.
+    async fn check_policy(&self) -> Result<(), StoreError> {
+        let mut c = self.conn.clone();
+        let info: String = redis::cmd("INFO").arg("memory").query_async(&mut c).await?;
+        match eviction_policy(&info) {
+            Some("noeviction") => Ok(()),
+            Some(p) => Err(StoreError::EvictionPolicy(p.to_owned())),
+            None => Err(StoreError::Protocol("INFO memory has no maxmemory_policy".into())),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    async fn call(&self, script: &Script, id: &SessionId, args: &[&[u8]]) -> Result<Vec<Value>, StoreError> {
+        let mut inv = script.prepare_invoke();
+        for k in session_keys(&self.config.prefix, id) {
+            inv.key(k);
+        }
+        for a in args {
+            inv.arg(*a);
+        }
+        let mut c = self.conn.clone();
+        let v: Value = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        let items = match v {
+            Value::Array(items) => items,
+            other => return Err(StoreError::Protocol(format!("a script answered {other:?}"))),
+        };
+        match items.first().map(text) {
+            Some(Ok(s)) if s == "corrupt" => {
+                Err(StoreError::Corrupt { key: items.get(1).map(text).transpose()?.unwrap_or_default() })
+            }
+            Some(Ok(_)) => Ok(items),
+            _ => Err(StoreError::Protocol("a script answered without a status".into())),
+        }
+    }
+
+    /// Creates a session under `id` (replacing any incarnation under it),
+    /// bound to `owner` if given, with a fresh namespace.
+    pub async fn create(&self, id: SessionId, owner: Option<&str>) -> Result<StoredSession, StoreError> {
+        let ns = Namespace(random_u64());
+        let c = &self.config;
+        let (flag, owner) = owner_args(owner);
+        let ttl = ms(c.idle_timeout).to_string();
+        self.call(
+            &self.scripts.create,
+            &id,
+            &[
+                ns.to_string().as_bytes(),
+                flag,
+                owner,
+                c.ring.capacity.to_string().as_bytes(),
+                c.ring.byte_budget.to_string().as_bytes(),
+                ttl.as_bytes(),
+            ],
+        )
+        .await?;
+        Ok(StoredSession { id, ns })
+    }
+
+    /// The session under `id` if `owner` may see it (resetting its idle
+    /// clock).
+    pub async fn lookup(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+    ) -> Result<Option<StoredSession>, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let r = self.call(&self.scripts.lookup, id, &[flag, owner]).await?;
+        if text(&r[0])? != "ok" {
+            return Ok(None);
+        }
+        Ok(Some(StoredSession { id: *id, ns: namespace(r.get(1))? }))
+    }
+
+    /// Opens a stream on the session.
+    pub async fn open_stream(&self, id: &SessionId) -> Result<StreamId, StoreError> {
+        let r = self.call(&self.scripts.open_stream, id, &[]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(StreamId(int(r.get(1))?)),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Appends a batch of events in one script call: seqs dense and in
+    /// batch order, the window trimmed in the same step. A refused batch
+    /// writes nothing.
+    pub async fn append(
+        &self,
+        id: &SessionId,
+        events: &[(StreamId, Bytes)],
+    ) -> Result<Vec<Appended>, AppendError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let checks: Vec<u64> = events.iter().map(|_| random_u64()).collect();
+        let strings: Vec<(String, String)> =
+            events.iter().zip(&checks).map(|((s, _), c)| (s.0.to_string(), format!("{c:016x}"))).collect();
+        let n = events.len().to_string();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 3 * events.len());
+        args.push(n.as_bytes());
+        for ((_, payload), (s, c)) in events.iter().zip(&strings) {
+            args.extend([s.as_bytes(), c.as_bytes(), &payload[..]]);
+        }
+        let r = self.call(&self.scripts.append, id, &args).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => {
+                let first = int(r.get(1))?;
+                Ok(checks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &check)| Appended { seq: Seq(first + i as u64), check })
+                    .collect())
+            }
+            "unknown" => Err(AppendError::Store(StoreError::UnknownSession)),
+            "ended" => Err(AppendError::StreamEnded(StreamId(int(r.get(1))?))),
+            "no_stream" => Err(AppendError::UnknownStream(StreamId(int(r.get(1))?))),
+            "too_large" => Err(AppendError::PayloadTooLarge {
+                index: int(r.get(1))? as usize,
+                len: int(r.get(2))? as usize,
+                budget: int(r.get(3))? as usize,
+            }),
+            s => Err(AppendError::Store(StoreError::Protocol(format!("append answered {s}")))),
+        }
+    }
+
+    /// Ends a stream (idempotent).
+    pub async fn end_stream(&self, id: &SessionId, stream: StreamId) -> Result<(), StoreError> {
+        let r = self.call(&self.scripts.end_stream, id, &[stream.0.to_string().as_bytes()]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(()),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Records that event `seq` (the `index`th of `stream`) was delivered:
+    /// every earlier event of the stream counts as delivered too. Returns
+    /// `false` when the stream's record is gone.
+    pub async fn mark_delivered(
+        &self,
+        id: &SessionId,
+        stream: StreamId,
+        seq: Seq,
+        index: u64,
+    ) -> Result<bool, StoreError> {
+        let (s, q, i) = (stream.0.to_string(), seq.0.to_string(), index.to_string());
+        let r = self.call(&self.scripts.deliver, id, &[s.as_bytes(), q.as_bytes(), i.as_bytes()]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(int(r.get(1))? == 1),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Deletes the session if `owner` may see it; returns whether it did.
+    pub async fn delete(&self, id: &SessionId, owner: Option<&str>) -> Result<bool, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let r = self.call(&self.scripts.delete, id, &[flag, owner]).await?;
+        Ok(text(&r[0])? == "ok")
+    }
+
+    /// The decision table's facts about a session for a cursor, in one
+    /// call; `None` when the caller sees no such session.
+    pub async fn facts(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+        target: Target,
+        cursor: Option<&str>,
+    ) -> Result<Option<RedisFacts>, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let parsed = cursor.and_then(|c| gapless::EventId::parse(c).ok());
+        let (q, s) = parsed.map_or((0, 0), |c| (c.seq.0, c.stream.0));
+        let mode: &[u8] = match target {
+            Target::Stream => b"stream",
+            Target::Session => b"session",
+        };
+        let (q, s) = (q.to_string(), s.to_string());
+        let r = self.call(&self.scripts.facts, id, &[flag, owner, mode, q.as_bytes(), s.as_bytes()]).await?;
+        if text(&r[0])? != "ok" {
+            return Ok(None);
+        }
+        facts::parse(&r, parsed.map(|c| (c.seq, c.stream))).map(Some)
+    }
+
+    /// A resume on the store: rows 1 and 2 (a session id, a session this
+    /// caller sees), then the engine's decision table on the store's facts.
+    /// A store that cannot be asked is [`Refusal::StoreUnavailable`].
+    pub async fn resume(
+        &self,
+        req: ResumeRequest<'_>,
+        target: Target,
+    ) -> Result<Decision<ReplayPlan>, Refusal> {
+        let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
+        let id = SessionId::parse(sid).ok_or(Refusal::UnknownSession)?;
+        let facts = match self.facts(&id, req.owner, target, req.cursor).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return Err(Refusal::UnknownSession),
+            Err(e) => return Err(unavailable(e)),
+        };
+        decide(&facts, req.cursor, target)
+    }
+
+    /// Reads a granted replay, in pages of `page` events, checking on every
+    /// page that the window still holds what is left of the gap; if it moved
+    /// past it, [`ReplayError::Moved`]: decide again.
+    pub async fn replay(
+        &self,
+        id: &SessionId,
+        plan: &ReplayPlan,
+        page: usize,
+    ) -> Result<Vec<StoredEvent>, ReplayError> {
+        let mut out = Vec::new();
+        let mut next = plan.after.0 + 1;
+        let only = plan.stream.map_or(0, |s| s.0).to_string();
+        let (upto, count) = (plan.to.0.to_string(), page.max(1).to_string());
+        while next <= plan.to.0 {
+            let from = next.to_string();
+            let r = self
+                .call(
+                    &self.scripts.range,
+                    id,
+                    &[from.as_bytes(), count.as_bytes(), only.as_bytes(), upto.as_bytes()],
+                )
+                .await?;
+            if text(&r[0])? != "ok" {
+                return Err(ReplayError::Moved);
+            }
+            let oldest = int(r.get(1))?;
+            if oldest > next {
+                return Err(ReplayError::Moved);
+            }
+            let events = facts::events(&r[3..])?;
+            let Some(last) = events.last() else { break };
+            next = last.seq.0 + 1;
+            let full = events.len() < page.max(1);
+            out.extend(events);
+            if full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A store failure as the decision table's 503.
+pub(crate) fn unavailable(e: StoreError) -> Refusal {
+    Refusal::StoreUnavailable { reason: e.to_string() }
+}
+
+fn owner_args(owner: Option<&str>) -> (&'static [u8], &[u8]) {
+    match owner {
+        Some(o) => (b"1", o.as_bytes()),
+        None => (b"0", b""),
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    (d.as_millis() as u64).max(1)
+}
+
+pub(crate) fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
+    u64::from_le_bytes(b)
+}
+
+/// A script reply's string.
+pub(crate) fn text(v: &Value) -> Result<String, StoreError> {
+    match v {
+        Value::BulkString(b) => {
+            String::from_utf8(b.clone()).map_err(|_| StoreError::Protocol("non-UTF-8 status".into()))
+        }
+        Value::SimpleString(s) => Ok(s.clone()),
+        Value::Okay => Ok("OK".into()),
+        Value::Nil => Ok(String::new()),
+        other => Err(StoreError::Protocol(format!("expected a string, got {other:?}"))),
+    }
+}
+
+/// A script reply's non-negative integer.
+pub(crate) fn int(v: Option<&Value>) -> Result<u64, StoreError> {
+    match v {
+        Some(Value::Int(i)) if *i >= 0 => Ok(*i as u64),
+        Some(Value::BulkString(b)) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| StoreError::Protocol("expected a number".into())),
+        other => Err(StoreError::Protocol(format!("expected a number, got {other:?}"))),
+    }
+}
+
+/// A 16-hex-digit namespace or nonce.
+pub(crate) fn hex(v: Option<&Value>) -> Result<u64, StoreError> {
+    let s = text(v.ok_or_else(|| StoreError::Protocol("missing hex field".into()))?)?;
+    if s.len() != 16 {
+        return Err(StoreError::Protocol(format!("expected 16 hex digits, got {s:?}")));
+    }
+    u64::from_str_radix(&s, 16)
+        .map_err(|_| StoreError::Protocol(format!("expected 16 hex digits, got {s:?}")))
+}
+
+fn namespace(v: Option<&Value>) -> Result<Namespace, StoreError> {
+    hex(v).map(Namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reads_the_eviction_policy() {
+        let info = "# Memory\r\nused_memory:1\r\nmaxmemory_policy:allkeys-lru\r\nx:y\r\n";
+        assert_eq!(super::eviction_policy(info), Some("allkeys-lru"));
+        assert_eq!(super::eviction_policy("# Memory\r\n"), None);
+    }
+}

@@ -1,0 +1,270 @@
+//! The Redis store against real `redis-server` processes that each test
+//! starts on a free loopback port.
+
+use bytes::Bytes;
+use gapless::ring::RingConfig;
+use gapless::session::{Refusal, ResumeRequest, Target};
+use gapless::{ErrorKind, EventId, Seq, SessionId, StreamId};
+use gapless_redis::testing::{free_port, RedisServer};
+use gapless_redis::{AppendError, RedisStore, StoreConfig, StoreError};
+use std::collections::HashSet;
+use std::time::Duration;
+
+fn config(capacity: usize, byte_budget: usize) -> StoreConfig {
+    StoreConfig { ring: RingConfig::new(capacity, byte_budget), ..StoreConfig::default() }
+}
+
+async fn store(redis: &RedisServer, capacity: usize, byte_budget: usize) -> RedisStore {
+    RedisStore::connect(&redis.url(), config(capacity, byte_budget)).await.expect("connects")
+}
+
+fn ev(stream: u64, payload: &str) -> (StreamId, Bytes) {
+    (StreamId(stream), Bytes::from(payload.to_owned()))
+}
+
+#[tokio::test]
+async fn start_up_refuses_bad_urls_unreachable_servers_and_evicting_policies() {
+    let e = RedisStore::connect("http://nope", StoreConfig::default()).await.unwrap_err();
+    assert!(matches!(e, StoreError::BadUrl(_)), "{e:?}");
+    let e = RedisStore::connect("redis://127.0.0.1:notaport/0", StoreConfig::default()).await.unwrap_err();
+    assert!(matches!(e, StoreError::BadUrl(_)), "{e:?}");
+    let quick = StoreConfig { timeout: Duration::from_millis(300), ..StoreConfig::default() };
+    let t = std::time::Instant::now();
+    let e = RedisStore::connect(&format!("redis://127.0.0.1:{}/0", free_port()), quick).await.unwrap_err();
+    assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "gave up after {:?}", t.elapsed());
+    let lru = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let e = RedisStore::connect(&lru.url(), StoreConfig::default()).await.unwrap_err();
+    assert_eq!(e, StoreError::EvictionPolicy("allkeys-lru".into()));
+    assert!(e.to_string().contains("noeviction"), "{e}");
+    let ok = RedisServer::start(&[]);
+    RedisStore::connect(&ok.url(), StoreConfig::default()).await.expect("noeviction is accepted");
+}
+
+#[tokio::test]
+async fn sessions_are_bound_to_their_owner_and_a_new_incarnation_is_a_new_namespace() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    let a = s.create(id, Some("alice")).await.unwrap();
+    assert_eq!(s.lookup(&id, Some("alice")).await.unwrap(), Some(a));
+    assert_eq!(s.lookup(&id, Some("bob")).await.unwrap(), None);
+    assert_eq!(s.lookup(&id, None).await.unwrap(), None);
+    assert!(!s.delete(&id, Some("bob")).await.unwrap(), "a foreign caller deletes nothing");
+    s.append(&id, &[ev(1, "x")]).await.unwrap();
+    let b = s.create(id, Some("alice")).await.unwrap();
+    assert_ne!(a.ns, b.ns);
+    let f = s.facts(&id, Some("alice"), Target::Session, None).await.unwrap().unwrap();
+    assert_eq!(gapless::session::SessionFacts::head(&f), Seq(0), "the old incarnation's events are gone");
+    assert!(s.delete(&id, Some("alice")).await.unwrap());
+    assert_eq!(s.lookup(&id, Some("alice")).await.unwrap(), None);
+    assert_eq!(s.open_stream(&id).await, Err(StoreError::UnknownSession));
+}
+
+#[tokio::test]
+async fn appends_are_dense_and_a_refused_batch_writes_nothing() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 100).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let two = s.open_stream(&id).await.unwrap();
+    assert_eq!(two, StreamId(2));
+    let got = s.append(&id, &[ev(1, "a"), ev(2, "b"), ev(1, "c")]).await.unwrap();
+    assert_eq!(got.iter().map(|a| a.seq.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(got.iter().map(|a| a.check).collect::<HashSet<_>>().len(), 3, "nonces differ");
+    s.end_stream(&id, two).await.unwrap();
+    let refused = [
+        (vec![ev(1, "d"), ev(2, "e")], AppendError::StreamEnded(two)),
+        (vec![ev(1, "d"), ev(9, "e")], AppendError::UnknownStream(StreamId(9))),
+        (
+            vec![ev(1, "d"), ev(1, &"x".repeat(101))],
+            AppendError::PayloadTooLarge { index: 1, len: 101, budget: 100 },
+        ),
+    ];
+    for (batch, want) in refused {
+        assert_eq!(s.append(&id, &batch).await, Err(want));
+    }
+    let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
+    assert_eq!(gapless::session::SessionFacts::head(&f), Seq(3), "nothing of a refused batch stays");
+    assert_eq!(s.append(&id, &[ev(1, "d")]).await.unwrap()[0].seq, Seq(4));
+    assert_eq!(
+        s.append(&SessionId::random(), &[ev(1, "x")]).await,
+        Err(AppendError::Store(StoreError::UnknownSession))
+    );
+}
+
+/// Two nodes (two connections) append into one session at once: the store
+/// allocates every seq once, densely, and each node's batch stays in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_get_dense_unique_seqs() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (store(&redis, 1 << 16, 1 << 24).await, store(&redis, 1 << 16, 1 << 24).await);
+    let id = SessionId::random();
+    a.create(id, None).await.unwrap();
+    let write = |s: RedisStore, tag: &'static str| {
+        tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for i in 0..200 {
+                let batch: Vec<_> = (0..5).map(|j| ev(1, &format!("{tag}{}", i * 5 + j))).collect();
+                seqs.extend(s.append(&id, &batch).await.unwrap().into_iter().map(|x| x.seq.0));
+            }
+            seqs
+        })
+    };
+    let (sa, sb) = (write(a.clone(), "a"), write(b, "b"));
+    let (sa, sb) = (sa.await.unwrap(), sb.await.unwrap());
+    for s in [&sa, &sb] {
+        assert!(s.windows(2).all(|w| w[0] < w[1]), "a writer's seqs rise");
+    }
+    let mut all: Vec<u64> = sa.iter().chain(&sb).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (1..=2000).collect::<Vec<_>>(), "dense, none twice");
+    // Every event is where its seq says, with its writer's payload order.
+    let plan = gapless_redis::ReplayPlan { after: Seq(0), to: Seq(2000), stream: None };
+    let events = a.replay(&id, &plan, 333).await.unwrap();
+    assert_eq!(events.len(), 2000);
+    let a_payloads: Vec<String> = events
+        .iter()
+        .map(|e| String::from_utf8(e.payload.to_vec()).unwrap())
+        .filter(|p| p.starts_with('a'))
+        .collect();
+    assert_eq!(a_payloads, (0..1000).map(|i| format!("a{i}")).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn the_window_is_trimmed_by_events_and_by_bytes_in_the_append() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 4, 10).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let oldest = |s: RedisStore| async move {
+        let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
+        gapless::session::SessionFacts::oldest(&f).0
+    };
+    s.append(&id, &[ev(1, "a"), ev(1, "b"), ev(1, "c"), ev(1, "d"), ev(1, "e")]).await.unwrap();
+    assert_eq!(oldest(s.clone()).await, 2, "by events: 4 kept");
+    s.append(&id, &[ev(1, "123456789")]).await.unwrap();
+    assert_eq!(oldest(s.clone()).await, 5, "by bytes: 1 + 9 of 10");
+    let key = format!("gapless:{{{id}}}:l");
+    let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let len: usize = redis::cmd("XLEN").arg(&key).query_async(&mut c).await.unwrap();
+    assert_eq!(len, 2, "the trimmed entries left the stream key");
+}
+
+#[tokio::test]
+async fn idle_sessions_expire() {
+    let redis = RedisServer::start(&[]);
+    let cfg = StoreConfig { idle_timeout: Duration::from_millis(300), ..config(64, 1 << 20) };
+    let s = RedisStore::connect(&redis.url(), cfg).await.unwrap();
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    s.append(&id, &[ev(1, "x")]).await.unwrap();
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(s.lookup(&id, None).await.unwrap().is_some(), "a lookup resets the idle clock");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(s.lookup(&id, None).await.unwrap(), None, "expired");
+    let cursor = "0000000000000000_1_0000000000000000-1";
+    let r = s.resume(ResumeRequest::new(&id.to_string()).cursor(cursor), Target::Stream).await;
+    assert_eq!(r.unwrap_err(), Refusal::UnknownSession);
+}
+
+/// Another program's data under our prefix: an explicit error, nothing
+/// written, other sessions untouched.
+#[tokio::test]
+async fn keys_of_another_type_are_an_error_not_a_panic() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let (good, bad) = (SessionId::random(), SessionId::random());
+    s.create(good, None).await.unwrap();
+    s.append(&good, &[ev(1, "kept")]).await.unwrap();
+    let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(format!("gapless:{{{bad}}}:l"))
+        .arg("not ours")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let e = s.create(bad, None).await.unwrap_err();
+    assert_eq!(e, StoreError::Corrupt { key: format!("gapless:{{{bad}}}:l") });
+    let v: String = redis::cmd("GET").arg(format!("gapless:{{{bad}}}:l")).query_async(&mut c).await.unwrap();
+    assert_eq!(v, "not ours", "the foreign key is left as it was");
+    let _: () =
+        redis::cmd("SET").arg(format!("gapless:{{{good}}}:s")).arg("x").query_async(&mut c).await.unwrap();
+    assert!(matches!(
+        s.append(&good, &[ev(1, "y")]).await,
+        Err(AppendError::Store(StoreError::Corrupt { .. }))
+    ));
+    let other = SessionId::random();
+    s.create(other, None).await.unwrap();
+    assert_eq!(s.append(&other, &[ev(1, "z")]).await.unwrap()[0].seq, Seq(1), "other sessions work on");
+}
+
+/// Redis stops: resumes are 503 `store_unavailable`, appends fail visibly;
+/// when it is back (empty: it kept nothing), the same store handle works
+/// again without a restart, and the lost session is 404, never a fresh one.
+#[tokio::test]
+async fn redis_down_is_store_unavailable_and_the_store_recovers() {
+    let mut redis = RedisServer::start(&[]);
+    let cfg = StoreConfig { timeout: Duration::from_millis(500), ..config(64, 1 << 20) };
+    let s = RedisStore::connect(&redis.url(), cfg).await.unwrap();
+    let id = SessionId::random();
+    let sess = s.create(id, None).await.unwrap();
+    let a = s.append(&id, &[ev(1, "x")]).await.unwrap()[0];
+    s.mark_delivered(&id, StreamId(1), a.seq, 1).await.unwrap();
+    let cursor = EventId::new(sess.ns, StreamId(1), a.seq).with_check(a.check).to_string();
+    redis.kill();
+    let r = s.resume(ResumeRequest::new(&id.to_string()).cursor(&cursor), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::StoreUnavailable);
+    assert_eq!(r.http_status(), 503);
+    assert!(matches!(
+        s.append(&id, &[ev(1, "y")]).await,
+        Err(AppendError::Store(StoreError::Unavailable(_)))
+    ));
+    redis.restart();
+    let mut back = None;
+    for _ in 0..50 {
+        match s.resume(ResumeRequest::new(&id.to_string()).cursor(&cursor), Target::Stream).await {
+            Err(Refusal::StoreUnavailable { .. }) => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => {
+                back = Some(other);
+                break;
+            }
+        }
+    }
+    assert_eq!(back.expect("the store reconnects").unwrap_err(), Refusal::UnknownSession);
+    let id2 = SessionId::random();
+    s.create(id2, None).await.unwrap();
+    assert_eq!(s.append(&id2, &[ev(1, "z")]).await.unwrap()[0].seq, Seq(1));
+}
+
+/// A resume granted on the store replays exactly the cursor's stream after
+/// it; a cursor whose check is not the event's nonce is `history_rewritten`.
+#[tokio::test]
+async fn resume_replays_the_stream_and_checks_the_nonce() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    let sess = s.create(id, None).await.unwrap();
+    let two = s.open_stream(&id).await.unwrap();
+    let got = s.append(&id, &[ev(2, "a"), ev(1, "s"), ev(2, "b"), ev(2, "c")]).await.unwrap();
+    s.mark_delivered(&id, two, got[0].seq, 1).await.unwrap();
+    let sid = id.to_string();
+    let cursor = EventId::new(sess.ns, two, got[0].seq).with_check(got[0].check);
+    let d = s.resume(ResumeRequest::new(&sid).cursor(&cursor.to_string()), Target::Stream).await.unwrap();
+    let events = s.replay(&id, &d.replay, 2).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| (e.seq.0, &e.payload[..])).collect::<Vec<_>>(),
+        [(3, &b"b"[..]), (4, b"c")]
+    );
+    let forged = cursor.with_check(got[0].check ^ 1).to_string();
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&forged), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten);
+    let unchecked = EventId::new(sess.ns, two, got[0].seq).to_string();
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&unchecked), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::NamespaceMismatch, "the store mints every id with a check");
+    let beyond = EventId::new(sess.ns, two, Seq(99)).with_check(7).to_string();
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&beyond), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "a checked seq beyond the head was lost");
+}
