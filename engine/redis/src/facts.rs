@@ -81,6 +81,9 @@ pub struct RedisFacts {
 pub struct ReplayPlan {
     /// The cursor's seq.
     pub after: Seq,
+    /// The first seq to read: `after + 1`, or the window's oldest when the
+    /// decision proved the seqs below it were of other streams.
+    pub from: Seq,
     /// The store's head when decided.
     pub to: Seq,
     /// The stream, for a stream resume.
@@ -256,7 +259,12 @@ impl SessionFacts for RedisFacts {
             delivered_index: rec.delivered_index,
         };
         match gap::stream_gap(after.0, self.oldest, marks, self.first_retained) {
-            Ok(()) => Ok(ReplayPlan { after, to: Seq(to), stream: Some(stream) }),
+            Ok(()) => Ok(ReplayPlan {
+                after,
+                from: Seq((after.0 + 1).max(self.oldest)),
+                to: Seq(to),
+                stream: Some(stream),
+            }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
             }
@@ -268,7 +276,7 @@ impl SessionFacts for RedisFacts {
             return Err(SnapshotError::Ahead { head: Seq(self.head) });
         }
         match gap::session_gap(after.0, self.oldest) {
-            Ok(()) => Ok(ReplayPlan { after, to: Seq(self.head), stream: None }),
+            Ok(()) => Ok(ReplayPlan { after, from: Seq(after.0 + 1), to: Seq(self.head), stream: None }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
             }
@@ -276,7 +284,7 @@ impl SessionFacts for RedisFacts {
     }
 
     fn replay_empty(&self, after: Seq, stream: StreamId) -> ReplayPlan {
-        ReplayPlan { after, to: after, stream: Some(stream) }
+        ReplayPlan { after, from: Seq(after.0 + 1), to: after, stream: Some(stream) }
     }
 
     fn nonces(&self) -> bool {

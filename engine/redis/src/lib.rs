@@ -19,7 +19,7 @@
 //! events.
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), gapless_redis::StoreError> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use gapless_redis::{RedisStore, StoreConfig};
 //! let store = RedisStore::connect("redis://127.0.0.1:6379/0", StoreConfig::default()).await?;
 //! let session = store.create(gapless::SessionId::random(), None).await?;

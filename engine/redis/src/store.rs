@@ -444,7 +444,7 @@ impl RedisStore {
         page: usize,
     ) -> Result<Vec<StoredEvent>, ReplayError> {
         let mut out = Vec::new();
-        let mut next = plan.after.0 + 1;
+        let mut next = plan.from.0;
         let only = plan.stream.map_or(0, |s| s.0).to_string();
         let (upto, count) = (plan.to.0.to_string(), page.max(1).to_string());
         while next <= plan.to.0 {

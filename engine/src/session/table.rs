@@ -258,18 +258,17 @@ pub fn decide<F: SessionFacts>(
         let head = facts.head();
         let entry = if c.seq <= head { facts.entry(c.seq) } else { None };
         // The event the client saw is still the store's: a store with
-        // nonces minted the cursor with its event's check; a seq or stream
-        // beyond what the store has now was minted before a failover lost it.
+        // nonces minted the cursor with its event's check; a seq beyond the
+        // store's head was minted before a failover lost it. (A retained
+        // event with the cursor's nonce is the one the client saw, whatever
+        // the rest of the cursor claims: the rows below judge that.)
         if facts.nonces() {
             match c.check {
-                Some(seen) => {
-                    let lost = c.seq > head || c.stream.0 > facts.streams_opened();
-                    if lost || entry.is_some_and(|e| e.check != Some(seen)) {
-                        return Err(Refusal::HistoryRewritten { cursor: *c, head });
-                    }
+                Some(seen) if c.seq > head || entry.is_some_and(|e| e.check != Some(seen)) => {
+                    return Err(Refusal::HistoryRewritten { cursor: *c, head })
                 }
                 None if entry.is_some() => return Err(foreign()),
-                None => {}
+                _ => {}
             }
         }
         if c.stream.0 > facts.streams_opened() {
