@@ -1319,3 +1319,50 @@ fn evict_to_frees_whole_chunks_explicitly() {
     // Publishing goes on from there.
     assert_eq!(p.publish(&s, payload(41, 10)).unwrap(), Seq(41));
 }
+
+// ------------------------------------------------------------- start_at
+
+/// A ring started at seq `first` (a replica of a log kept elsewhere)
+/// behaves like the model started there: seqs below it are evicted and
+/// never seen, whatever chunk offset it starts at, through eviction,
+/// snapshots, cursors and drops.
+#[test]
+fn a_ring_started_at_any_seq_matches_the_model() {
+    for first in [1u64, 2, 4, 5, 7, 8, 9, 1_000_003] {
+        let c = cfg(6, 40, 4);
+        let (mut p, r) = new_ring(c);
+        p.start_at(first);
+        let s = p.open_stream();
+        assert_eq!((r.head(), r.oldest()), (Seq(first - 1), Seq(first)), "first {first}");
+        assert_eq!(r.coverage(Seq(first - 1)), Coverage::Covered);
+        if first >= 2 {
+            assert!(matches!(r.snapshot(Seq(first - 2)), Err(SnapshotError::Evicted { .. })));
+        }
+        assert!(r.stream_of(Seq(first - 1)).is_none(), "a placeholder is never seen");
+        let mut m = Model::new(c);
+        m.head = first - 1;
+        let mut cursor = r.cursor(Seq(first));
+        for i in 0..iters(40, 12) {
+            let len = 8 + (i as usize * 7) % 9;
+            let seq = p.publish(&s, payload(first + i, len)).unwrap();
+            assert_eq!(seq.0, m.publish(s.id(), payload(first + i, len)));
+            m.check(&p, &r);
+            if i % 3 == 0 {
+                match cursor.try_next() {
+                    Ok(Next::Event(e)) => assert!(e.seq.0 >= first),
+                    Err(Lagged { .. }) => cursor = r.cursor(r.oldest()),
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "start_at on a ring that published")]
+fn start_at_refuses_a_ring_that_published() {
+    let (mut p, _r) = new_ring(cfg(8, 100, 4));
+    let s = p.open_stream();
+    p.publish(&s, payload(1, 8)).unwrap();
+    p.start_at(10);
+}

@@ -10,6 +10,17 @@ pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 5] {
     [format!("{base}:m"), format!("{base}:l"), format!("{base}:s"), format!("{base}:t"), format!("{base}:o")]
 }
 
+/// The channel a session's changes are announced on (`lua/lib.lua`).
+pub(crate) fn channel(prefix: &str, id: &SessionId) -> String {
+    format!("{prefix}{{{id}}}:n")
+}
+
+/// The session a channel of [`channel`]'s form names.
+pub(crate) fn session_of_channel(prefix: &str, channel: &str) -> Option<SessionId> {
+    let rest = channel.strip_prefix(prefix)?.strip_prefix('{')?.strip_suffix("}:n")?;
+    SessionId::parse(rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -24,5 +35,7 @@ mod tests {
             let tag = &k[k.find('{').unwrap() + 1..k.find('}').unwrap()];
             assert_eq!(tag, id.to_string());
         }
+        assert_eq!(session_of_channel("gapless:", &channel("gapless:", &id)), Some(id));
+        assert_eq!(session_of_channel("other:", &channel("gapless:", &id)), None);
     }
 }

@@ -30,13 +30,15 @@
 
 mod facts;
 mod keys;
+mod notify;
 mod scripts;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use facts::{RedisFacts, ReplayPlan};
+pub use notify::{Notifier, Watch};
 pub use store::{
-    AppendError, Appended, RedisStore, ReplayError, StoreConfig, StoreError, StoredEvent, StoredSession,
-    DEFAULT_PREFIX,
+    AppendError, Appended, Attach, Position, RedisStore, ReplayError, StoreConfig, StoreError, StoredEvent,
+    StoredSession, Tail, TailEntry, DEFAULT_PREFIX,
 };

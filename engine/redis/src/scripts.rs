@@ -19,6 +19,9 @@ pub(crate) struct Scripts {
     pub(crate) delete: Script,
     pub(crate) facts: Script,
     pub(crate) range: Script,
+    pub(crate) tail: Script,
+    pub(crate) attach: Script,
+    pub(crate) set_version: Script,
 }
 
 impl Scripts {
@@ -33,12 +36,15 @@ impl Scripts {
             delete: script(include_str!("lua/delete.lua")),
             facts: script(include_str!("lua/facts.lua")),
             range: script(include_str!("lua/range.lua")),
+            tail: script(include_str!("lua/tail.lua")),
+            attach: script(include_str!("lua/attach.lua")),
+            set_version: script(include_str!("lua/set_version.lua")),
         }
     }
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 9] {
+    pub(crate) fn all(&self) -> [&Script; 12] {
         [
             &self.create,
             &self.lookup,
@@ -49,6 +55,9 @@ impl Scripts {
             &self.delete,
             &self.facts,
             &self.range,
+            &self.tail,
+            &self.attach,
+            &self.set_version,
         ]
     }
 }

@@ -152,12 +152,56 @@ impl From<StoreError> for ReplayError {
 }
 
 /// A session as the store knows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredSession {
     /// Its id.
     pub id: SessionId,
     /// The namespace of this incarnation.
     pub ns: Namespace,
+    /// The negotiated protocol version (empty until known).
+    pub version: String,
+}
+
+/// Where a new follower of a session (a node's local replica) starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attach {
+    /// The namespace of this incarnation.
+    pub ns: Namespace,
+    /// The newest seq: the replica's ring starts after it.
+    pub head: Seq,
+    /// Streams opened so far.
+    pub opened: StreamId,
+    /// The streams that have not ended, ascending (every other id up to
+    /// `opened` has).
+    pub live: Vec<StreamId>,
+    /// The log position to tail after.
+    pub position: Position,
+    /// The negotiated protocol version.
+    pub version: String,
+}
+
+/// A position in a session's log: `(seq, k)` of entry id `<seq>-<k>`
+/// (events have `k == 0`, control entries `k >= 1`).
+pub type Position = (u64, u64);
+
+/// One entry a follower reads ([`RedisStore::tail`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TailEntry {
+    /// An event.
+    Event(StoredEvent),
+    /// A stream ended (after its events before this position).
+    Ended(StreamId),
+}
+
+/// What a follower read: the window's bounds then, and the entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// The oldest retained seq when read.
+    pub oldest: Seq,
+    /// The newest seq when read.
+    pub head: Seq,
+    /// Entries after the asked position, in log order, with their positions.
+    pub entries: Vec<(Position, TailEntry)>,
 }
 
 /// One appended event: its seq and its nonce (the wire id's check).
@@ -272,6 +316,16 @@ impl RedisStore {
     /// Creates a session under `id` (replacing any incarnation under it),
     /// bound to `owner` if given, with a fresh namespace.
     pub async fn create(&self, id: SessionId, owner: Option<&str>) -> Result<StoredSession, StoreError> {
+        self.create_versioned(id, owner, "").await
+    }
+
+    /// [`RedisStore::create`] recording the negotiated protocol version.
+    pub async fn create_versioned(
+        &self,
+        id: SessionId,
+        owner: Option<&str>,
+        version: &str,
+    ) -> Result<StoredSession, StoreError> {
         let ns = Namespace(random_u64());
         let c = &self.config;
         let (flag, owner) = owner_args(owner);
@@ -286,10 +340,83 @@ impl RedisStore {
                 c.ring.capacity.to_string().as_bytes(),
                 c.ring.byte_budget.to_string().as_bytes(),
                 ttl.as_bytes(),
+                version.as_bytes(),
             ],
         )
         .await?;
-        Ok(StoredSession { id, ns })
+        Ok(StoredSession { id, ns, version: version.to_owned() })
+    }
+
+    /// Records the session's negotiated protocol version.
+    pub async fn set_version(&self, id: &SessionId, version: &str) -> Result<(), StoreError> {
+        let r = self.call(&self.scripts.set_version, id, &[version.as_bytes()]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(()),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Where a new follower of the session starts, if `owner` sees it.
+    pub async fn attach(&self, id: &SessionId, owner: Option<&str>) -> Result<Option<Attach>, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let r = self.call(&self.scripts.attach, id, &[flag, owner]).await?;
+        if text(&r[0])? != "ok" || r.len() != 8 {
+            return Ok(None);
+        }
+        let live = match &r[7] {
+            Value::Array(a) => a.iter().map(|v| int(Some(v)).map(StreamId)).collect::<Result<_, _>>()?,
+            other => return Err(StoreError::Protocol(format!("expected stream ids, got {other:?}"))),
+        };
+        Ok(Some(Attach {
+            ns: namespace(r.get(1))?,
+            head: Seq(int(r.get(2))?),
+            opened: StreamId(int(r.get(3))?),
+            position: (int(r.get(4))?, int(r.get(5))?),
+            version: text(&r[6])?,
+            live,
+        }))
+    }
+
+    /// Up to `count` log entries after `after`, for a follower; `None` when
+    /// the session is gone.
+    pub async fn tail(
+        &self,
+        id: &SessionId,
+        after: Position,
+        count: usize,
+    ) -> Result<Option<Tail>, StoreError> {
+        let from = format!("{}-{}", after.0, after.1);
+        let count = count.max(1).to_string();
+        let r = self.call(&self.scripts.tail, id, &[from.as_bytes(), count.as_bytes()]).await?;
+        if text(&r[0])? != "ok" {
+            return Ok(None);
+        }
+        let mut entries = Vec::new();
+        for e in r[3..].chunks(7) {
+            let [kind, seq, k, stream, index, nonce, payload] = e else {
+                return Err(StoreError::Protocol("ragged tail".into()));
+            };
+            let pos = (int(Some(seq))?, int(Some(k))?);
+            let stream = StreamId(int(Some(stream))?);
+            let entry = match text(kind)?.as_str() {
+                "v" => TailEntry::Event(StoredEvent {
+                    seq: Seq(pos.0),
+                    stream,
+                    index_in_stream: int(Some(index))?,
+                    check: hex(Some(nonce))?,
+                    payload: match payload {
+                        Value::BulkString(b) => Bytes::from(b.clone()),
+                        other => {
+                            return Err(StoreError::Protocol(format!("expected a payload, got {other:?}")))
+                        }
+                    },
+                }),
+                "e" => TailEntry::Ended(stream),
+                other => return Err(StoreError::Protocol(format!("unknown log entry kind {other:?}"))),
+            };
+            entries.push((pos, entry));
+        }
+        Ok(Some(Tail { oldest: Seq(int(r.get(1))?), head: Seq(int(r.get(2))?), entries }))
     }
 
     /// The session under `id` if `owner` may see it (resetting its idle
@@ -304,7 +431,11 @@ impl RedisStore {
         if text(&r[0])? != "ok" {
             return Ok(None);
         }
-        Ok(Some(StoredSession { id: *id, ns: namespace(r.get(1))? }))
+        Ok(Some(StoredSession {
+            id: *id,
+            ns: namespace(r.get(1))?,
+            version: text(r.get(3).unwrap_or(&Value::Nil))?,
+        }))
     }
 
     /// Opens a stream on the session.

@@ -47,7 +47,7 @@ async fn sessions_are_bound_to_their_owner_and_a_new_incarnation_is_a_new_namesp
     let s = store(&redis, 64, 1 << 20).await;
     let id = SessionId::random();
     let a = s.create(id, Some("alice")).await.unwrap();
-    assert_eq!(s.lookup(&id, Some("alice")).await.unwrap(), Some(a));
+    assert_eq!(s.lookup(&id, Some("alice")).await.unwrap(), Some(a.clone()));
     assert_eq!(s.lookup(&id, Some("bob")).await.unwrap(), None);
     assert_eq!(s.lookup(&id, None).await.unwrap(), None);
     assert!(!s.delete(&id, Some("bob")).await.unwrap(), "a foreign caller deletes nothing");
@@ -267,4 +267,56 @@ async fn resume_replays_the_stream_and_checks_the_nonce() {
     let beyond = EventId::new(sess.ns, two, Seq(99)).with_check(7).to_string();
     let r = s.resume(ResumeRequest::new(&sid).cursor(&beyond), Target::Stream).await.unwrap_err();
     assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "a checked seq beyond the head was lost");
+}
+
+/// A follower attaches where the log is, is woken by announcements, and
+/// reads events and stream ends in log order; after Redis restarts, its
+/// watch is woken so that it reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_attach_tail_and_are_woken() {
+    use gapless_redis::{Notifier, TailEntry};
+    let mut redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    s.create_versioned(id, Some("o"), "2025-06-18").await.unwrap();
+    let two = s.open_stream(&id).await.unwrap();
+    let three = s.open_stream(&id).await.unwrap();
+    s.append(&id, &[ev(2, "a"), ev(3, "b")]).await.unwrap();
+    s.end_stream(&id, two).await.unwrap();
+    assert_eq!(s.attach(&id, None).await.unwrap(), None, "a foreign caller attaches to nothing");
+    let at = s.attach(&id, Some("o")).await.unwrap().unwrap();
+    assert_eq!((at.head, at.opened, at.position), (Seq(2), three, (2, 1)));
+    assert_eq!(at.live, [StreamId(1), three], "stream 2 ended");
+    assert_eq!(at.version, "2025-06-18");
+    let notifier = Notifier::start(&redis.url(), "gapless:").unwrap();
+    let watch = notifier.watch(id);
+    tokio::time::sleep(Duration::from_millis(200)).await; // subscribed
+    let writer = store(&redis, 64, 1 << 20).await;
+    writer.append(&id, &[ev(3, "c")]).await.unwrap();
+    writer.end_stream(&id, three).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(2), watch.changed()).await.expect("woken by the append");
+    let tail = s.tail(&id, at.position, 10).await.unwrap().unwrap();
+    let got: Vec<_> = tail
+        .entries
+        .iter()
+        .map(|(pos, e)| match e {
+            TailEntry::Event(e) => (*pos, format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload))),
+            TailEntry::Ended(s) => (*pos, format!("end {s}")),
+        })
+        .collect();
+    assert_eq!(got, [((3, 0), "3:c".to_owned()), ((3, 1), "end 3".to_owned())]);
+    assert_eq!(s.tail(&id, (3, 1), 10).await.unwrap().unwrap().entries, []);
+    // Redis restarts: the watch is woken (announcements may have been lost).
+    redis.restart();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            watch.changed().await;
+            // Woken for the reconnection (the session is gone: it kept nothing).
+            if s.tail(&id, (3, 1), 10).await.map(|t| t.is_none()).unwrap_or(false) {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("woken after the reconnection");
 }

@@ -122,6 +122,58 @@ impl Producer {
         }
     }
 
+    /// Makes a fresh ring's first seq `first` instead of 1: seqs below it
+    /// count as published and evicted (a replica of a log kept elsewhere
+    /// starts where that log is). Cells of `first`'s chunk below it hold
+    /// placeholders that no reader ever sees (they are below `oldest`).
+    ///
+    /// # Panics
+    /// If anything was published, or `first` is 0 or past the largest seq.
+    pub fn start_at(&mut self, first: u64) {
+        assert!(self.head == 0 && self.chunks == 0, "start_at on a ring that published");
+        assert!((1..=MAX_SEQ).contains(&first), "first seq {first} out of range");
+        if first == 1 {
+            return;
+        }
+        let chunk_first = self.geo.chunk_first(self.geo.chunk_no(first));
+        self.roll(chunk_first);
+        let chunk = held(&self.held, &self.geo, chunk_first);
+        for _ in chunk_first..first {
+            let placeholder =
+                Slot { stream: StreamId(0), index_in_stream: 0, prev_in_stream: 0, payload: Bytes::new() };
+            // SAFETY: the ring has published nothing, so no reader looks at
+            // any cell; cell `fill` of the new chunk is unwritten.
+            unsafe { chunk.write(self.fill, placeholder) };
+            self.fill += 1;
+        }
+        self.head = first - 1;
+        self.oldest = first;
+        // Readers see `oldest` past the placeholders before the head that
+        // covers them.
+        self.shared.window.oldest.store(first, Ordering::Release);
+        self.shared.window.head.store(first - 1, Ordering::Release);
+    }
+
+    /// Opens streams until `id` is opened (a replica mirrors the stream
+    /// ids of the log it follows); returns `id`'s handle if its record is
+    /// kept.
+    pub fn open_streams_to(&mut self, id: StreamId) -> Option<StreamHandle> {
+        while self.streams_opened < id.0 {
+            self.open_stream();
+        }
+        self.handle(id)
+    }
+
+    /// Counts stream ids up to `id` as opened without keeping records for
+    /// them, as if they had ended and been reclaimed (a replica starting on
+    /// a log whose streams up to there are over). Never lowers the count.
+    pub fn skip_streams_to(&mut self, id: StreamId) {
+        if id.0 > self.streams_opened {
+            self.streams_opened = id.0;
+            self.shared.streams_opened.store(self.streams_opened, Ordering::Release);
+        }
+    }
+
     /// Opens a new stream. Also reclaims the records of ended streams whose
     /// events have all left the ring, so the directory stays bounded.
     pub fn open_stream(&mut self) -> StreamHandle {

@@ -7,10 +7,11 @@
 
 use super::budget::MemoryBudget;
 use super::lock;
-use super::secret::SessionId;
+use super::secret::{random_namespace, SessionId};
 use super::session::Session;
 use super::ticket::TicketIndex;
 use crate::ring::{ring, ConfigError, RingConfig};
+use gapless_wire::{Namespace, Seq};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -183,6 +184,31 @@ impl Hub {
     /// but at most once a second: a refusal in between costs no scan of
     /// the sessions (the periodic `sweep_idle` frees them meanwhile).
     pub fn create_with_id(&self, id: SessionId, owner: Option<&str>) -> Result<Arc<Session>, SessionError> {
+        self.create_as(id, random_namespace(), owner, 1)
+    }
+
+    /// Creates a local replica of a session whose log is kept elsewhere (a
+    /// cluster's store): namespace `ns` is the store's, and the ring's first
+    /// seq is `first` (what the store will append next), so that local seqs
+    /// are the store's. Replaces any session under `id`, like
+    /// [`Hub::create_with_id`]; the same bounds apply.
+    pub fn create_replica(
+        &self,
+        id: SessionId,
+        ns: Namespace,
+        owner: Option<&str>,
+        first: Seq,
+    ) -> Result<Arc<Session>, SessionError> {
+        self.create_as(id, ns, owner, first.0.max(1))
+    }
+
+    fn create_as(
+        &self,
+        id: SessionId,
+        ns: Namespace,
+        owner: Option<&str>,
+        first: u64,
+    ) -> Result<Arc<Session>, SessionError> {
         let max = self.config.max_sessions;
         // Room for one more, if need be after sweeping expired sessions.
         // Replacing an existing id needs none. A refusal is decided here,
@@ -196,10 +222,11 @@ impl Hub {
                 self.count.fetch_sub(1, Ordering::AcqRel);
             }
         };
-        let (producer, reader) = ring(self.config.ring).map_err(|e| {
+        let (mut producer, reader) = ring(self.config.ring).map_err(|e| {
             unreserve();
             SessionError::Config(e)
         })?;
+        producer.start_at(first);
         // Room in the memory budget for the new ring's base footprint, if
         // need be after evicting from the others.
         let base = producer.footprint();
@@ -210,7 +237,7 @@ impl Hub {
                 return Err(SessionError::MemoryExhausted { limit: self.budget.limit() });
             }
         }
-        let session = Arc::new(Session::new(id, owner, producer, reader, &self.budget, self.now_ms()));
+        let session = Arc::new(Session::new(id, ns, owner, producer, reader, &self.budget, self.now_ms()));
         let old = {
             let mut shard = lock(self.shard(&id));
             if !reserved && !shard.contains_key(&id) {

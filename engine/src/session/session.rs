@@ -7,7 +7,7 @@ use super::budget::{Ledger, MemoryBudget};
 use super::lock;
 #[cfg(feature = "tokio")]
 use super::pace::{PaceGate, Pacer};
-use super::secret::{random_namespace, SessionId};
+use super::secret::SessionId;
 use super::ticket::TicketBook;
 use crate::ring::{Producer, PublishError, Reader, StreamHandle};
 use bytes::Bytes;
@@ -73,6 +73,7 @@ impl From<PublishError> for SessionPublishError {
 impl Session {
     pub(super) fn new(
         id: SessionId,
+        ns: Namespace,
         owner: Option<&str>,
         mut producer: Producer,
         reader: Reader,
@@ -82,7 +83,7 @@ impl Session {
         let standalone = producer.open_stream();
         Session {
             id,
-            ns: random_namespace(),
+            ns,
             owner: owner.map(str::to_owned),
             ledger: budget.open(producer, now),
             budget: Arc::clone(budget),
@@ -148,6 +149,31 @@ impl Session {
     /// Opens a stream (e.g. for one POST request).
     pub fn open_stream(&self) -> Result<StreamHandle, SessionPublishError> {
         self.with_writer(|p| p.open_stream())
+    }
+
+    /// Opens streams until `id` is opened, as a replica of a log kept
+    /// elsewhere mirrors its stream ids; `id`'s handle if its record is
+    /// kept (see `Producer::open_streams_to`).
+    pub fn open_streams_to(&self, id: StreamId) -> Result<Option<StreamHandle>, SessionPublishError> {
+        self.with_writer(|p| p.open_streams_to(id))
+    }
+
+    /// Prepares a fresh replica for a log whose streams `1..=opened` are
+    /// over except `live` (ascending): records only for those, the other
+    /// ids counted as opened and reclaimed (see `Producer::skip_streams_to`).
+    pub fn mirror_streams(&self, live: &[StreamId], opened: StreamId) -> Result<(), SessionPublishError> {
+        let standalone = self.standalone.id();
+        self.with_writer(|p| {
+            for &id in live.iter().filter(|id| **id > standalone) {
+                p.skip_streams_to(StreamId(id.0 - 1));
+                p.open_stream();
+            }
+            p.skip_streams_to(opened);
+        })?;
+        if !live.contains(&standalone) {
+            self.end_stream(&self.standalone)?;
+        }
+        Ok(())
     }
 
     /// Publishes on `stream`; serialized with the session's other writers.

@@ -75,4 +75,5 @@ if m.oldest > old_oldest then
 end
 meta_put(m)
 touch(m)
+announce(fmt(m.head))
 return { 'ok', first_seq }

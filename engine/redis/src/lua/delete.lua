@@ -9,4 +9,5 @@ if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
   return { 'unknown' }
 end
 redis.call('DEL', M, L, S, T, O)
+announce('deleted')
 return { 'ok' }

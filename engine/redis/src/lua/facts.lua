@@ -50,12 +50,8 @@ if mode == 'stream' and s > 0 then
         break
       end
       for _, it in ipairs(page) do
-        local f = it[2]
-        local e = {}
-        for k = 1, #f, 2 do
-          e[f[k]] = f[k + 1]
-        end
-        if tonumber(e['s']) == s then
+        local e = fields(it[2])
+        if not e['t'] and tonumber(e['s']) == s then
           fr_seq = tonumber(string.match(it[1], '^(%d+)'))
           fr_index, fr_prev = tonumber(e['i']), tonumber(e['v'])
           break
@@ -81,18 +77,12 @@ elseif mode == 'session' then
         break
       end
       for _, it in ipairs(page) do
-        local f = it[2]
-        local st, pv = 0, 0
-        for k = 1, #f, 2 do
-          if f[k] == 's' then
-            st = tonumber(f[k + 1])
-          elseif f[k] == 'v' then
-            pv = tonumber(f[k + 1])
-          end
+        local e = fields(it[2])
+        if not e['t'] then
+          window[#window + 1] = tonumber(string.match(it[1], '^(%d+)'))
+          window[#window + 1] = tonumber(e['s'])
+          window[#window + 1] = tonumber(e['v'])
         end
-        window[#window + 1] = tonumber(string.match(it[1], '^(%d+)'))
-        window[#window + 1] = st
-        window[#window + 1] = pv
       end
       start = '(' .. page[#page][1]
     end

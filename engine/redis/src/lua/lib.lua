@@ -1,11 +1,19 @@
 -- Shared prelude of every gapless script (docs/SPEC.md §8.2).
 --
+-- Changes are announced on the channel named like the meta key with a
+-- final 'n' instead of 'm' (a channel is no key: Redis Cluster broadcasts
+-- it), so that nodes following the session read the log at once.
+--
 -- KEYS, all in the session's hash slot ({<session id>} is the hash tag):
 --   1 meta     HASH   ns, ow (owner, absent for none), head, oldest, bytes,
---                     opened, swept, ru (absent for none), cap, budget, ttl
+--                     opened, swept, ru (absent for none), cap, budget, ttl,
+--                     pv (the negotiated protocol version, '' before)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
---                     stream, 0 for none), n (nonce, 16 hex), p (payload)
+--                     stream, 0 for none), n (nonce, 16 hex), p (payload).
+--                     Control entries sort after the event at the head when
+--                     they were written, id "<head>-<k>" (k >= 1), fields
+--                     t ('e': the stream ended) and s; they take no seq.
 --   3 streams  HASH   stream id -> "first high published delivered dindex ended"
 --   4 tombs    HASH   stream id -> "first high" (reclaimed, fully delivered)
 --   5 order    LIST   tombstoned stream ids, oldest first
@@ -51,14 +59,14 @@ end
 -- The session's meta, or nil when it does not exist.
 local function meta_get()
   local v = redis.call('HMGET', M, 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget',
-    'ttl')
+    'ttl', 'pv')
   if not v[1] then
     return nil
   end
   return {
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
-    budget = num(v[10], 1), ttl = num(v[11], 600000),
+    budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '',
   }
 end
 
@@ -103,16 +111,24 @@ local function touch(m)
   end
 end
 
+local function announce(what)
+  redis.call('PUBLISH', string.sub(M, 1, -2) .. 'n', what)
+end
+
+-- A log entry's fields as a table.
+local function fields(f)
+  local e = {}
+  for k = 1, #f, 2 do
+    e[f[k]] = f[k + 1]
+  end
+  return e
+end
+
 -- The fields of log entry `seq` as a table, or nil when it is not there.
 local function entry_get(seq)
   local r = redis.call('XRANGE', L, fmt(seq) .. '-0', fmt(seq) .. '-0')
   if #r == 0 then
     return nil
   end
-  local f = r[1][2]
-  local e = {}
-  for k = 1, #f, 2 do
-    e[f[k]] = f[k + 1]
-  end
-  return e
+  return fields(r[1][2])
 end

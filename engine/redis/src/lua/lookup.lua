@@ -1,5 +1,6 @@
 -- Finds a session for a caller and resets its idle clock.
--- ARGV: has_owner, owner. Answers {'ok', ns, head} or {'unknown'}.
+-- ARGV: has_owner, owner. Answers {'ok', ns, head, protocol version} or
+-- {'unknown'}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -9,4 +10,4 @@ if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
   return { 'unknown' }
 end
 touch(m)
-return { 'ok', m.ns, m.head }
+return { 'ok', m.ns, m.head, m.pv }

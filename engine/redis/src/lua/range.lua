@@ -21,13 +21,9 @@ while got < count do
     break
   end
   for _, it in ipairs(page) do
-    local f = it[2]
-    local e = {}
-    for k = 1, #f, 2 do
-      e[f[k]] = f[k + 1]
-    end
+    local e = fields(it[2])
     local st = tonumber(e['s'])
-    if only == 0 or st == only then
+    if not e['t'] and (only == 0 or st == only) then
       out[#out + 1] = tonumber(string.match(it[1], '^(%d+)'))
       out[#out + 1] = st
       out[#out + 1] = tonumber(e['i'])

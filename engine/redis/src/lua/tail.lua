@@ -1,0 +1,38 @@
+-- What a follower of the session has not read yet: up to ARGV[2] log
+-- entries after entry id ARGV[1] ("<seq>-<k>"), events and control entries
+-- alike, in log order. Answers {'unknown'} or
+-- {'ok', oldest, head, kind, seq, k, stream, index, nonce, payload, ...}
+-- where kind is 'v' (an event) or 'e' (stream `stream` ended; index, nonce
+-- and payload are empty).
+local bad = wrong_type()
+if bad then
+  return { 'corrupt', bad }
+end
+local m = meta_get()
+if not m then
+  return { 'unknown' }
+end
+local out = { 'ok', m.oldest, m.head }
+local page = redis.call('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+for _, it in ipairs(page) do
+  local e = fields(it[2])
+  local seq, k = string.match(it[1], '^(%d+)-(%d+)$')
+  if e['t'] then
+    out[#out + 1] = e['t']
+    out[#out + 1] = tonumber(seq)
+    out[#out + 1] = tonumber(k)
+    out[#out + 1] = tonumber(e['s'])
+    out[#out + 1] = 0
+    out[#out + 1] = ''
+    out[#out + 1] = ''
+  else
+    out[#out + 1] = 'v'
+    out[#out + 1] = tonumber(seq)
+    out[#out + 1] = tonumber(k)
+    out[#out + 1] = tonumber(e['s'])
+    out[#out + 1] = tonumber(e['i'])
+    out[#out + 1] = e['n']
+    out[#out + 1] = e['p']
+  end
+end
+return out

@@ -1,0 +1,163 @@
+//! Change announcements: one Redis pub/sub connection per node, subscribed
+//! to the channels of the sessions the node follows. A follower waits on
+//! its [`Watch`] instead of polling the log; whenever the connection is
+//! re-established (Redis restarted, a failover), every watch is woken,
+//! because announcements made meanwhile were lost, and the followers read
+//! the log to catch up.
+
+use crate::keys::{channel, session_of_channel};
+use futures_util::StreamExt as _;
+use gapless::SessionId;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+enum Cmd {
+    Subscribe(SessionId),
+    Unsubscribe(SessionId),
+}
+
+struct Watched {
+    notify: Arc<Notify>,
+    count: usize,
+}
+
+type Table = Arc<Mutex<HashMap<SessionId, Watched>>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The node's subscriber. Cloning is cheap; the task ends when the last
+/// clone and every watch are dropped.
+#[derive(Clone)]
+pub struct Notifier {
+    table: Table,
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notifier").field("watched", &lock(&self.table).len()).finish()
+    }
+}
+
+/// Wakes its holder when its session changes (or the announcements may
+/// have been lost). Unsubscribes when the last watch of a session drops.
+pub struct Watch {
+    id: SessionId,
+    notify: Arc<Notify>,
+    table: Table,
+    tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch").field("session", &self.id).finish()
+    }
+}
+
+impl Watch {
+    /// Waits for the next announcement (one is remembered if it came
+    /// while nobody waited).
+    pub async fn changed(&self) {
+        self.notify.notified().await
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let mut t = lock(&self.table);
+        if let Some(w) = t.get_mut(&self.id) {
+            w.count -= 1;
+            if w.count == 0 {
+                t.remove(&self.id);
+                let _ = self.tx.send(Cmd::Unsubscribe(self.id));
+            }
+        }
+    }
+}
+
+impl Notifier {
+    /// Starts the subscriber on `url` (the store's Redis) for keys under
+    /// `prefix`. It connects in the background and reconnects forever.
+    pub fn start(url: &str, prefix: &str) -> Result<Notifier, crate::StoreError> {
+        let client = redis::Client::open(url).map_err(|e| crate::StoreError::BadUrl(e.to_string()))?;
+        let table: Table = Arc::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(client, prefix.to_owned(), Arc::clone(&table), rx));
+        Ok(Notifier { table, tx })
+    }
+
+    /// Watches session `id`.
+    pub fn watch(&self, id: SessionId) -> Watch {
+        let notify = {
+            let mut t = lock(&self.table);
+            let w = t.entry(id).or_insert_with(|| Watched { notify: Arc::new(Notify::new()), count: 0 });
+            w.count += 1;
+            if w.count == 1 {
+                let _ = self.tx.send(Cmd::Subscribe(id));
+            }
+            Arc::clone(&w.notify)
+        };
+        Watch { id, notify, table: Arc::clone(&self.table), tx: self.tx.clone() }
+    }
+}
+
+async fn run(client: redis::Client, prefix: String, table: Table, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let pubsub = match client.get_async_pubsub().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "notifier: Redis unreachable, retrying");
+                if rx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        let (mut sink, mut stream) = pubsub.split();
+        // Subscribe to everything watched now, then wake every watcher:
+        // whatever was announced while no connection was up is lost.
+        let ids: Vec<SessionId> = lock(&table).keys().copied().collect();
+        let mut ok = true;
+        for id in &ids {
+            ok &= sink.subscribe(channel(&prefix, id)).await.is_ok();
+        }
+        if !ok {
+            continue;
+        }
+        for w in lock(&table).values() {
+            w.notify.notify_one();
+        }
+        loop {
+            tokio::select! {
+                cmd = rx.recv() => {
+                    let r = match cmd {
+                        Some(Cmd::Subscribe(id)) => sink.subscribe(channel(&prefix, &id)).await,
+                        Some(Cmd::Unsubscribe(id)) => sink.unsubscribe(channel(&prefix, &id)).await,
+                        None => return,
+                    };
+                    if r.is_err() {
+                        break;
+                    }
+                }
+                msg = stream.next() => {
+                    let Some(msg) = msg else { break };
+                    if let Some(id) = session_of_channel(&prefix, msg.get_channel_name()) {
+                        if let Some(w) = lock(&table).get(&id) {
+                            w.notify.notify_one();
+                        }
+                    }
+                }
+            }
+        }
+        tracing::debug!("notifier: connection lost, reconnecting");
+    }
+}
