@@ -50,9 +50,22 @@ pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &s
 pub(crate) type Reply = Option<oneshot::Sender<Value>>;
 
 /// Publishes the response message on the request's stream and hands it to
-/// `reply` if there is one.
-fn respond(conn: &Conn, stream: &StreamHandle, msg: Value, reply: Reply) {
-    let _ = conn.publish_now(stream, Some(&msg));
+/// `reply` if there is one. In cluster mode a store that is down is
+/// retried (a response that was never stored would leave the stream
+/// without an end) until the client-request timeout.
+async fn respond(conn: &Conn, stream: &StreamHandle, msg: Value, reply: Reply) {
+    let deadline = tokio::time::Instant::now() + conn.config.client_request_timeout;
+    loop {
+        match conn.publish_now(stream, Some(&msg)).await {
+            Err(crate::host::SendError::Refused(e))
+                if conn.cluster.is_some() && tokio::time::Instant::now() < deadline =>
+            {
+                tracing::warn!(session = ?conn.session.id(), error = %e, "response not stored yet; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            _ => break,
+        }
+    }
     if let Some(tx) = reply {
         let _ = tx.send(msg);
     }
@@ -72,7 +85,7 @@ pub(crate) enum RequestStream<'a> {
 /// Publishes the priming event (on a stream of its own) and spawns the
 /// handler, which publishes the request's notifications and finally its
 /// response on the stream (and hands the response to `reply`).
-pub(crate) fn start_request(
+pub(crate) async fn start_request(
     state: &AppState,
     conn: &Arc<Conn>,
     target: RequestStream<'_>,
@@ -85,8 +98,11 @@ pub(crate) fn start_request(
         RequestStream::Own(s) => (s, true),
         RequestStream::Shared(s) => (s, false),
     };
+    // Before the response subscribes to the stream (the caller does that
+    // when this returns): a subscription that begins at the priming event
+    // is not ended by other streams' evictions before it reads it.
     if own {
-        let _ = conn.publish_now(stream, None);
+        let _ = conn.publish_now(stream, None).await;
     }
     let Some(cancel) = conn.start_request(&id) else {
         // Over the session's cap: answered at once, the handler never runs.
@@ -97,10 +113,13 @@ pub(crate) fn start_request(
                 "too many requests in flight on this session (at most {max}); retry when one has finished"
             ),
         );
-        respond(conn, stream, jsonrpc::response(&id, Err(e)), reply);
-        if own {
-            let _ = conn.session.end_stream(stream);
-        }
+        let (conn, stream) = (Arc::clone(conn), stream.clone());
+        tokio::spawn(async move {
+            respond(&conn, &stream, jsonrpc::response(&id, Err(e)), reply).await;
+            if own {
+                let _ = conn.end_stream(&stream).await;
+            }
+        });
         return;
     };
     let ctx = RequestContext {
@@ -138,11 +157,11 @@ pub(crate) fn start_request(
             }
         };
         if let Some(outcome) = outcome {
-            respond(&conn, &stream, jsonrpc::response(&id, outcome), reply);
+            respond(&conn, &stream, jsonrpc::response(&id, outcome), reply).await;
         }
         conn.finish_request(&id);
         if own {
-            let _ = conn.session.end_stream(&stream);
+            let _ = conn.end_stream(&stream).await;
         }
     });
 }

@@ -86,6 +86,23 @@ impl ApiError {
         e.allow = Some(allowed);
         e
     }
+    /// The cluster's store could not be asked: nothing was decided or
+    /// created (`docs/SPEC.md` §8.5).
+    pub(crate) fn store_unavailable(e: &gapless_redis::StoreError) -> Self {
+        Self::new(ErrorKind::StoreUnavailable, format!("the session store is unavailable: {e}"))
+            .retry_after(1)
+    }
+    /// A publish the transport itself makes failed (the session ended, the
+    /// store refused or is down).
+    pub(crate) fn send(e: &crate::host::SendError) -> Self {
+        match e {
+            crate::host::SendError::Closed => Self::unknown_session(),
+            crate::host::SendError::Refused(r) => {
+                Self::new(ErrorKind::StoreUnavailable, format!("the event could not be stored: {r}"))
+                    .retry_after(1)
+            }
+        }
+    }
     pub(crate) fn payload_too_large(limit: usize) -> Self {
         Self::new(ErrorKind::PayloadTooLarge, format!("request body over {limit} bytes"))
             .with("limit", json!(limit))

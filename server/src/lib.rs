@@ -63,6 +63,7 @@
 //! conformance fixtures and the command line) is one such application.
 #![deny(missing_docs)]
 
+mod cluster;
 pub mod config;
 mod dispatch;
 pub mod error;
@@ -115,6 +116,8 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The cluster store could not be used.
+    Store(String),
 }
 
 impl fmt::Display for BuildError {
@@ -122,6 +125,7 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::Ring(e) => write!(f, "invalid ring configuration: {e}"),
             BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
+            BuildError::Store(e) => write!(f, "session store: {e}"),
         }
     }
 }
@@ -130,7 +134,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Ring(e) => Some(e),
-            BuildError::Path { .. } => None,
+            BuildError::Path { .. } | BuildError::Store(_) => None,
         }
     }
 }
@@ -141,6 +145,7 @@ pub struct McpServerBuilder {
     config: ServerConfig,
     path: String,
     identity: Option<IdentityFn>,
+    store: Option<(gapless_redis::RedisStore, String)>,
 }
 
 impl fmt::Debug for McpServerBuilder {
@@ -164,6 +169,18 @@ impl McpServerBuilder {
         self
     }
 
+    /// Keeps sessions in a cluster's Redis store instead of this process
+    /// (`docs/SPEC.md` §8): any request of a session may then land on any
+    /// node on the same store. `url` is the store's Redis (the node
+    /// subscribes there to the store's announcements). [`McpServerBuilder::build`]
+    /// must then run inside a Tokio runtime. The store's per-session bounds
+    /// (its `ring`) are the sessions' windows; the hub's ring is each
+    /// node's local replica.
+    pub fn store(mut self, store: gapless_redis::RedisStore, url: &str) -> Self {
+        self.store = Some((store, url.to_owned()));
+        self
+    }
+
     /// Derives the caller identity from the request head when the request
     /// carries no [`CallerIdentity`] extension (e.g. from a header).
     pub fn identity(
@@ -175,8 +192,21 @@ impl McpServerBuilder {
     }
 
     /// The server, or why the configuration is refused.
-    pub fn build(self) -> Result<McpServer, BuildError> {
+    pub fn build(mut self) -> Result<McpServer, BuildError> {
         let path = normalize_path(&self.path)?;
+        let cluster = match self.store.take() {
+            Some((store, url)) => {
+                // A replica's events carry the store's check and index
+                // before their payload.
+                let ring = &mut self.config.hub.ring;
+                ring.byte_budget =
+                    ring.byte_budget.saturating_add(cluster::PREFIX.saturating_mul(ring.capacity));
+                Some(Arc::new(
+                    cluster::Cluster::new(store, &url).map_err(|e| BuildError::Store(e.to_string()))?,
+                ))
+            }
+            None => None,
+        };
         let hub = Arc::new(Hub::new(self.config.hub).map_err(BuildError::Ring)?);
         let c = &self.config;
         let fairness = Arc::new(fairness::Fairness::new(
@@ -194,6 +224,7 @@ impl McpServerBuilder {
                 shutdown: CancellationToken::new(),
                 fairness,
                 path,
+                cluster,
             }),
         })
     }
@@ -232,6 +263,7 @@ impl McpServer {
             config: ServerConfig::default(),
             path: "/mcp".to_owned(),
             identity: None,
+            store: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::jsonrpc;
 use bytes::Bytes;
 use gapless::session::Pacer;
 use gapless::{Hub, Seq, Session, SessionId, StreamHandle, StreamId};
+
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -36,6 +37,8 @@ pub(crate) struct AppState {
     /// The endpoint's route inside the router (`/mcp` by default; `/` when
     /// the application nests the router at the endpoint's path itself).
     pub(crate) path: String,
+    /// The cluster's store, in cluster mode (`docs/SPEC.md` §8).
+    pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl AppState {
@@ -49,6 +52,54 @@ impl AppState {
 
     pub(crate) fn insert(&self, conn: Arc<Conn>) {
         lock(&self.conns).insert(conn.session.id(), conn);
+    }
+
+    /// The transport state of a live session visible to `owner`: this
+    /// node's, or, in cluster mode, a new one attached to the store's
+    /// session (`None`: no such session; `Err`: the store is unavailable).
+    pub(crate) async fn find_conn(
+        self: &Arc<Self>,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<Option<Arc<Conn>>, crate::error::ApiError> {
+        if let Some(c) = self.conn(id, owner) {
+            return Ok(Some(c));
+        }
+        let Some(cluster) = &self.cluster else { return Ok(None) };
+        let Some(sid) = SessionId::parse(id) else { return Ok(None) };
+        let _one = cluster.attach_lock().await;
+        if let Some(c) = self.conn(id, owner) {
+            return Ok(Some(c));
+        }
+        match cluster.attach(&self.hub, sid, owner, self.on_gone()).await {
+            Ok(Some((session, version))) => {
+                let conn = Arc::new(Conn::new(
+                    session,
+                    Arc::clone(&self.hub),
+                    Arc::clone(&self.config),
+                    version,
+                    &self.shutdown,
+                    None,
+                    Some(Arc::clone(cluster)),
+                ));
+                self.insert(Arc::clone(&conn));
+                Ok(Some(conn))
+            }
+            Ok(None) => Ok(None),
+            Err(crate::cluster::AttachError::Store(e)) => Err(crate::error::ApiError::store_unavailable(&e)),
+            Err(crate::cluster::AttachError::Local(e)) => Err(e.into()),
+        }
+    }
+
+    /// What a follower calls when its session left the store: this node
+    /// drops the session and its transport state.
+    pub(crate) fn on_gone(self: &Arc<Self>) -> crate::cluster::OnGone {
+        let me = Arc::downgrade(self);
+        Arc::new(move |id| {
+            if let Some(state) = me.upgrade() {
+                state.remove(&id);
+            }
+        })
     }
 
     /// Drops transport state of sessions the hub no longer has.
@@ -117,6 +168,9 @@ pub(crate) struct Conn {
     /// Cancelled when the session ends or the server shuts down; parent of
     /// every connection token of the session.
     pub(crate) closed: CancellationToken,
+    /// The cluster's store, when the session lives there: publishing goes
+    /// to it, and the local ring is its replica (`cluster.rs`).
+    pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Conn {
@@ -130,8 +184,10 @@ impl Conn {
         protocol_version: String,
         shutdown: &CancellationToken,
         client: Option<crate::fairness::ClientSlot>,
+        cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Self {
         Conn {
+            cluster,
             standalone: session.pacer(session.standalone()),
             session,
             hub,
@@ -166,7 +222,12 @@ impl Conn {
     }
 
     pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
-        Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?)
+        match &self.cluster {
+            // The store has no pacing: the cluster's readers are on many
+            // nodes (`docs/SPEC.md` §8.6).
+            Some(c) => self.append(c, pacer.stream().id(), bytes).await,
+            None => Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?),
+        }
     }
 
     pub(crate) async fn publish_json(&self, pacer: &Pacer, msg: &Value) -> Result<Seq, SendError> {
@@ -174,8 +235,109 @@ impl Conn {
     }
 
     /// Publishes without pacing (results, priming events: never held back).
-    pub(crate) fn publish_now(&self, stream: &StreamHandle, msg: Option<&Value>) -> Result<Seq, SendError> {
-        Ok(self.session.publish(stream, msg.map_or_else(Bytes::new, json_bytes))?)
+    pub(crate) async fn publish_now(
+        &self,
+        stream: &StreamHandle,
+        msg: Option<&Value>,
+    ) -> Result<Seq, SendError> {
+        let bytes = msg.map_or_else(Bytes::new, json_bytes);
+        match &self.cluster {
+            Some(c) => self.append(c, stream.id(), bytes).await,
+            None => Ok(self.session.publish(stream, bytes)?),
+        }
+    }
+
+    async fn append(
+        &self,
+        c: &crate::cluster::Cluster,
+        stream: StreamId,
+        bytes: Bytes,
+    ) -> Result<Seq, SendError> {
+        match c.store.append(&self.session.id(), &[(stream, bytes)]).await {
+            Ok(a) => Ok(a[0].seq),
+            Err(gapless_redis::AppendError::Store(gapless_redis::StoreError::UnknownSession)) => {
+                Err(SendError::Closed)
+            }
+            Err(e) => Err(SendError::Refused(e.to_string())),
+        }
+    }
+
+    /// Opens a stream (in the store, in cluster mode; the replica mirrors
+    /// it at once).
+    pub(crate) async fn open_stream(&self) -> Result<StreamHandle, SendError> {
+        match &self.cluster {
+            Some(c) => {
+                let id = c.store.open_stream(&self.session.id()).await.map_err(|e| match e {
+                    gapless_redis::StoreError::UnknownSession => SendError::Closed,
+                    e => SendError::Refused(e.to_string()),
+                })?;
+                self.session.open_streams_to(id)?.ok_or(SendError::Closed)
+            }
+            None => Ok(self.session.open_stream()?),
+        }
+    }
+
+    /// Ends a stream (in the store, in cluster mode: the replica ends it
+    /// after its last event, when its follower reads the end).
+    pub(crate) async fn end_stream(&self, stream: &StreamHandle) -> Result<(), SendError> {
+        match &self.cluster {
+            Some(c) => c.store.end_stream(&self.session.id(), stream.id()).await.map_err(|e| match e {
+                gapless_redis::StoreError::UnknownSession => SendError::Closed,
+                e => SendError::Refused(e.to_string()),
+            }),
+            None => Ok(self.session.end_stream(stream)?),
+        }
+    }
+
+    /// The wire id, payload and stream position (the store's, in cluster
+    /// mode) of an event read from the session's ring.
+    pub(crate) fn wire(&self, e: &gapless::Event) -> (gapless::EventId, Bytes, u64) {
+        match &self.cluster {
+            Some(_) => {
+                let (check, index, payload) = crate::cluster::unwrap(&e.payload);
+                (
+                    gapless::EventId::new(self.session.namespace(), e.stream, e.seq).with_check(check),
+                    payload,
+                    index,
+                )
+            }
+            None => (self.session.event_id(e.stream, e.seq), e.payload.clone(), e.index_in_stream),
+        }
+    }
+
+    /// In cluster mode, records in the store that `e` (and every earlier
+    /// event of its stream) is delivered, before the transport sends it:
+    /// the client may resume on another node the moment it has it. `None`
+    /// outside cluster mode (delivery is then recorded after the write).
+    pub(crate) fn mark_ahead(
+        &self,
+        e: &gapless::Event,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<bool, gapless_redis::StoreError>>> {
+        let c = Arc::clone(self.cluster.as_ref()?);
+        let (_, _, index) = self.wire(e);
+        let (id, stream, seq) = (self.session.id(), e.stream, e.seq);
+        Some(Box::pin(async move { c.store.mark_delivered(&id, stream, seq, index).await }))
+    }
+
+    /// Every event of `stream` so far counts as delivered (a JSON-only
+    /// response stands for them).
+    pub(crate) async fn mark_all_delivered(&self, stream: &StreamHandle) {
+        stream.mark_all_delivered();
+        if let Some(c) = &self.cluster {
+            if let Err(e) = c.store.mark_all_delivered(&self.session.id(), stream.id()).await {
+                tracing::warn!(session = ?self.session.id(), error = %e, "could not record a JSON-only delivery");
+            }
+        }
+    }
+
+    /// Waits (bounded) until this node's replica has applied the store's
+    /// log up to `seq` (no wait outside cluster mode).
+    pub(crate) async fn caught_up(&self, seq: Seq) -> bool {
+        let Some(mut applied) = self.cluster.as_ref().and_then(|c| c.applied(&self.session.id())) else {
+            return self.cluster.is_none();
+        };
+        let caught_up = tokio::time::timeout(Duration::from_secs(5), applied.wait_for(|a| *a >= seq.0)).await;
+        matches!(caught_up, Ok(Ok(_)))
     }
 
     pub(crate) async fn client_request(

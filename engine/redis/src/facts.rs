@@ -105,7 +105,7 @@ fn opt_text(v: &Value) -> Result<Option<String>, StoreError> {
 /// Parses `lua/facts.lua`'s `ok` answer.
 /// `cursor` is the seq and stream the call asked about.
 pub(crate) fn parse(r: &[Value], cursor: Option<(Seq, StreamId)>) -> Result<RedisFacts, StoreError> {
-    if r.len() != 17 {
+    if r.len() != 18 {
         return Err(StoreError::Protocol(format!("facts answered {} items", r.len())));
     }
     let n = |i: usize| int(r.get(i));

@@ -10,6 +10,12 @@ pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 5] {
     [format!("{base}:m"), format!("{base}:l"), format!("{base}:s"), format!("{base}:t"), format!("{base}:o")]
 }
 
+/// A lease key of the session (in its hash slot; deleting the session
+/// leaves it to expire on its own).
+pub(crate) fn lease(prefix: &str, id: &SessionId, name: &str) -> String {
+    format!("{prefix}{{{id}}}:lease:{name}")
+}
+
 /// The channel a session's changes are announced on (`lua/lib.lua`).
 pub(crate) fn channel(prefix: &str, id: &SessionId) -> String {
     format!("{prefix}{{{id}}}:n")

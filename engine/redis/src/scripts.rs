@@ -4,6 +4,20 @@ use redis::Script;
 
 const LIB: &str = include_str!("lua/lib.lua");
 
+/// KEYS[1] lease, ARGV holder, ms: 1 if the caller holds it now.
+const LEASE_TAKE: &str = "local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0";
+
+/// KEYS[1] lease, ARGV holder: drops it if the caller holds it.
+const LEASE_DROP: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0";
+
 fn script(body: &str) -> Script {
     Script::new(&format!("{LIB}\n{body}"))
 }
@@ -22,6 +36,11 @@ pub(crate) struct Scripts {
     pub(crate) tail: Script,
     pub(crate) attach: Script,
     pub(crate) set_version: Script,
+    pub(crate) marks: Script,
+    /// A lease key (one key, not a session's five): take it if free or
+    /// ours (ARGV: holder, ms), refresh it if ours, or drop it if ours.
+    pub(crate) lease_take: Script,
+    pub(crate) lease_drop: Script,
 }
 
 impl Scripts {
@@ -39,12 +58,15 @@ impl Scripts {
             tail: script(include_str!("lua/tail.lua")),
             attach: script(include_str!("lua/attach.lua")),
             set_version: script(include_str!("lua/set_version.lua")),
+            marks: script(include_str!("lua/marks.lua")),
+            lease_take: Script::new(LEASE_TAKE),
+            lease_drop: Script::new(LEASE_DROP),
         }
     }
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 12] {
+    pub(crate) fn all(&self) -> [&Script; 15] {
         [
             &self.create,
             &self.lookup,
@@ -58,6 +80,9 @@ impl Scripts {
             &self.tail,
             &self.attach,
             &self.set_version,
+            &self.marks,
+            &self.lease_take,
+            &self.lease_drop,
         ]
     }
 }

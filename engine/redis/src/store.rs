@@ -516,6 +516,60 @@ impl RedisStore {
         }
     }
 
+    /// Records that every event published on `stream` so far counts as
+    /// delivered (a JSON-only response stands for them all).
+    pub async fn mark_all_delivered(&self, id: &SessionId, stream: StreamId) -> Result<bool, StoreError> {
+        let s = stream.0.to_string();
+        let r = self.call(&self.scripts.deliver, id, &[s.as_bytes(), b"all", b"0"]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(int(r.get(1))? == 1),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// A stream's high-water and delivered marks (`(0, 0)` once its record
+    /// is gone).
+    pub async fn marks(&self, id: &SessionId, stream: StreamId) -> Result<(Seq, Seq), StoreError> {
+        let r = self.call(&self.scripts.marks, id, &[stream.0.to_string().as_bytes()]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok((Seq(int(r.get(1))?), Seq(int(r.get(2))?))),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Takes (or refreshes) lease `name` of the session for `holder` for
+    /// `ttl`; `false` while someone else holds it. A lease names one thing
+    /// only one connection in the cluster may do at a time (the standalone
+    /// stream's GET).
+    pub async fn take_lease(
+        &self,
+        id: &SessionId,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let key = crate::keys::lease(&self.config.prefix, id, name);
+        let mut inv = self.scripts.lease_take.key(key);
+        inv.arg(holder).arg(ms(ttl));
+        let mut c = self.conn.clone();
+        let v: i64 = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        Ok(v == 1)
+    }
+
+    /// Drops lease `name` if `holder` holds it.
+    pub async fn drop_lease(&self, id: &SessionId, name: &str, holder: &str) -> Result<(), StoreError> {
+        let key = crate::keys::lease(&self.config.prefix, id, name);
+        let mut inv = self.scripts.lease_drop.key(key);
+        inv.arg(holder);
+        let mut c = self.conn.clone();
+        let _: i64 = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        Ok(())
+    }
+
     /// Deletes the session if `owner` may see it; returns whether it did.
     pub async fn delete(&self, id: &SessionId, owner: Option<&str>) -> Result<bool, StoreError> {
         let (flag, owner) = owner_args(owner);
@@ -545,6 +599,27 @@ impl RedisStore {
             return Ok(None);
         }
         facts::parse(&r, parsed.map(|c| (c.seq, c.stream))).map(Some)
+    }
+
+    /// Where stream `stream`'s undelivered backlog starts (its delivered
+    /// mark) and whether the window still holds all of it: what a
+    /// standalone GET without a cursor replays before going live. `None`
+    /// when the caller sees no such session.
+    pub async fn backlog(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+        stream: StreamId,
+    ) -> Result<Option<Result<ReplayPlan, gapless::ring::SnapshotError>>, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let s = stream.0.to_string();
+        let r = self.call(&self.scripts.facts, id, &[flag, owner, b"stream", b"d", s.as_bytes()]).await?;
+        if text(&r[0])? != "ok" {
+            return Ok(None);
+        }
+        let q = Seq(int(r.get(17))?);
+        let facts = facts::parse(&r, Some((q, stream)))?;
+        Ok(Some(gapless::session::SessionFacts::replay_stream(&facts, stream, q)))
     }
 
     /// A resume on the store: rows 1 and 2 (a session id, a session this

@@ -103,6 +103,11 @@ impl Session {
         self.id
     }
 
+    /// The caller identity the session is bound to, if any.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
     /// The namespace of this incarnation (part of every event id).
     pub fn namespace(&self) -> Namespace {
         self.ns

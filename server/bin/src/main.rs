@@ -80,6 +80,14 @@ struct Args {
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
+    /// Join the cluster of every node on this Redis (`redis://HOST:PORT/DB`):
+    /// sessions live there, and any request of a session may land on any
+    /// node. Without it, sessions live in this process.
+    #[arg(long, env = "GAPLESS_REDIS_URL")]
+    redis_url: Option<String>,
+    /// Prefix of every key and channel in Redis.
+    #[arg(long, default_value = gapless_redis::DEFAULT_PREFIX)]
+    redis_prefix: String,
 }
 
 /// `512M`, `2G`, `1048576`, `unlimited`.
@@ -173,7 +181,26 @@ async fn main() -> std::io::Result<()> {
     config.max_inflight_requests = a.max_inflight_requests;
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
-    let server = match McpServer::builder(DemoHost).config(config).path(&a.path).build() {
+    let mut builder = McpServer::builder(DemoHost);
+    if let Some(url) = &a.redis_url {
+        let store_config = gapless_redis::StoreConfig {
+            ring,
+            idle_timeout: config.hub.idle_timeout,
+            prefix: a.redis_prefix.clone(),
+            ..gapless_redis::StoreConfig::default()
+        };
+        match gapless_redis::RedisStore::connect(url, store_config).await {
+            Ok(store) => {
+                tracing::info!(prefix = %a.redis_prefix, "cluster mode: sessions live in Redis");
+                builder = builder.store(store, url);
+            }
+            Err(e) => {
+                eprintln!("gapless-server: --redis-url {url}: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let server = match builder.config(config).path(&a.path).build() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("gapless-server: {e}");

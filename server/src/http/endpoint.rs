@@ -4,7 +4,7 @@
 //! with each JSON-RPC message to `dispatch.rs`.
 
 use super::guard::{caller, header, read_body, Accepts, NewSession};
-use super::sse::{Framing, SseBody};
+use super::sse::{Feed, Framing, SseBody};
 use crate::dispatch;
 use crate::error::ApiError;
 use crate::jsonrpc::{self, classify, Incoming, RpcError};
@@ -13,7 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use gapless::ring::SnapshotError;
-use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, StreamId, Subscription};
+use gapless::{ErrorKind, ResumeRequest, Seq, StreamHandle, StreamId};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -66,7 +66,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         }
     }
     let sid = sid.ok_or_else(ApiError::missing_session)?;
-    let conn = state.conn(&sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
+    let conn = state.find_conn(&sid, owner.as_deref()).await?.ok_or_else(ApiError::unknown_session)?;
     if conn.session.is_migrated() {
         return Err(ApiError::session_migrated());
     }
@@ -81,7 +81,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
             Ok(StatusCode::ACCEPTED.into_response())
         }
         Incoming::Request { id, method, params } => {
-            let stream = conn.session.open_stream().map_err(|_| ApiError::unknown_session())?;
+            let stream = conn.open_stream().await.map_err(|e| ApiError::send(&e))?;
             let (tx, rx) = if acc.sse { (None, None) } else { split(oneshot::channel()) };
             dispatch::start_request(
                 &state,
@@ -91,7 +91,8 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
                 method,
                 params,
                 tx,
-            );
+            )
+            .await;
             respond_on_stream(conn, stream, acc, rx).await
         }
     }
@@ -113,7 +114,7 @@ async fn respond_on_stream(
                 .subscribe_stream(stream.id(), Seq(0))
                 .map_err(|_| ApiError::unknown_session())?;
             let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
-            Ok(sse_response(conn, sub, stream, attach))
+            Ok(sse_response(conn, Feed::live(sub), stream, attach))
         }
     }
 }
@@ -136,7 +137,7 @@ async fn json_response(
         }
         return Ok(StatusCode::ACCEPTED.into_response());
     };
-    stream.mark_all_delivered();
+    conn.mark_all_delivered(&stream).await;
     let mut r = axum::Json(msg).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(r)
@@ -144,7 +145,7 @@ async fn json_response(
 
 pub(super) fn sse_response(
     conn: Arc<Conn>,
-    sub: Subscription,
+    sub: Feed,
     stream: StreamHandle,
     attach: (u64, tokio_util::sync::CancellationToken),
 ) -> Response {
@@ -160,7 +161,21 @@ async fn initialize(
 ) -> Result<Response, ApiError> {
     let Incoming::Request { id, params, .. } = msg else { unreachable!("checked by caller") };
     let version = dispatch::negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
-    let session = state.hub.create(owner.as_deref())?;
+    let (session, cluster) = match &state.cluster {
+        None => (state.hub.create(owner.as_deref())?, None),
+        Some(c) => {
+            // The store creates the session (any node may serve it from
+            // now on); this node follows it from its first event.
+            let id = gapless::SessionId::random();
+            let stored = c
+                .store
+                .create_versioned(id, owner.as_deref(), version)
+                .await
+                .map_err(|e| ApiError::store_unavailable(&e))?;
+            let session = c.replica_of_new(&state.hub, id, stored.ns, owner.as_deref(), state.on_gone())?;
+            (session, Some(Arc::clone(c)))
+        }
+    };
     let conn = Arc::new(Conn::new(
         Arc::clone(&session),
         Arc::clone(&state.hub),
@@ -168,15 +183,16 @@ async fn initialize(
         version.to_owned(),
         &state.shutdown,
         slot,
+        cluster,
     ));
     state.insert(Arc::clone(&conn));
     let result = dispatch::initialize_result(&state, version);
     let sid = session.id().to_string();
-    let stream = session.open_stream().map_err(|_| ApiError::unknown_session())?;
+    let stream = conn.open_stream().await.map_err(|e| ApiError::send(&e))?;
     let msg = jsonrpc::response(&id, Ok(result));
-    let _ = conn.publish_now(&stream, None);
-    let _ = conn.publish_now(&stream, Some(&msg));
-    let _ = session.end_stream(&stream);
+    conn.publish_now(&stream, None).await.map_err(|e| ApiError::send(&e))?;
+    conn.publish_now(&stream, Some(&msg)).await.map_err(|e| ApiError::send(&e))?;
+    let _ = conn.end_stream(&stream).await;
     let (tx, rx) = split(oneshot::channel());
     if let Some(tx) = tx {
         let _ = tx.send(msg);
@@ -194,18 +210,22 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         // A resume (`docs/SPEC.md` §4.2), even with a non-UTF-8 cursor
         // (malformed).
         let cursor = cursor.to_str().unwrap_or("\u{0}");
-        let (conn, sub, stream, attach) = resume_lane(&state, sid, cursor, owner.as_deref())?;
+        let (conn, sub, stream, attach) = resume_lane(&state, sid, cursor, owner.as_deref()).await?;
         return Ok(SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response());
     }
-    let conn = live_conn(&state, sid.ok_or_else(ApiError::missing_session)?, owner.as_deref())?;
-    let (sub, stream, attach) = open_standalone(&conn, true)?;
+    let conn = live_conn(&state, sid.ok_or_else(ApiError::missing_session)?, owner.as_deref()).await?;
+    let (sub, stream, attach) = open_standalone(&conn, true).await?;
     Ok(SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response())
 }
 
 /// The transport state of a live session visible to `owner`; refused if it
 /// migrated to a WebSocket.
-pub(super) fn live_conn(state: &AppState, sid: &str, owner: Option<&str>) -> Result<Arc<Conn>, ApiError> {
-    let conn = state.conn(sid, owner).ok_or_else(ApiError::unknown_session)?;
+pub(super) async fn live_conn(
+    state: &Arc<AppState>,
+    sid: &str,
+    owner: Option<&str>,
+) -> Result<Arc<Conn>, ApiError> {
+    let conn = state.find_conn(sid, owner).await?.ok_or_else(ApiError::unknown_session)?;
     if conn.session.is_migrated() {
         return Err(ApiError::session_migrated());
     }
@@ -217,57 +237,82 @@ pub(super) type Attached = (u64, tokio_util::sync::CancellationToken);
 
 /// A resume of the cursor's stream per the decision table, taking over an
 /// older connection of that stream.
-pub(super) fn resume_lane(
-    state: &AppState,
+pub(super) async fn resume_lane(
+    state: &Arc<AppState>,
     sid: Option<&str>,
     cursor: &str,
     owner: Option<&str>,
-) -> Result<(Arc<Conn>, Subscription, StreamId, Attached), ApiError> {
-    let resume = state.hub.resume_stream(ResumeRequest { session_id: sid, cursor: Some(cursor), owner })?;
-    let conn = live_conn(state, sid.unwrap_or_default(), owner)?;
+) -> Result<(Arc<Conn>, Feed, StreamId, Attached), ApiError> {
+    let req = ResumeRequest { session_id: sid, cursor: Some(cursor), owner };
+    if state.cluster.is_some() {
+        return crate::http::cluster::resume_lane(state, req).await;
+    }
+    let resume = state.hub.resume_stream(req)?;
+    let conn = live_conn(state, sid.unwrap_or_default(), owner).await?;
     let stream = resume.stream.expect("stream resume");
     let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
-    Ok((conn, resume.into_subscription(), stream, attach))
+    Ok((conn, Feed::live(resume.into_subscription()), stream, attach))
 }
 
 /// The standalone stream from its first undelivered event (kept in the ring
 /// while no connection was open), one connection at a time (else 409
 /// `stream_busy`). With `prime`, a priming event comes first when there is
 /// no such backlog.
-pub(super) fn open_standalone(
+pub(super) async fn open_standalone(
     conn: &Arc<Conn>,
     prime: bool,
-) -> Result<(Subscription, StreamId, Attached), ApiError> {
+) -> Result<(Feed, StreamId, Attached), ApiError> {
+    if conn.cluster.is_some() {
+        return crate::http::cluster::open_standalone(conn, prime).await;
+    }
     let standalone = conn.session.standalone().clone();
     let lane = Lane::Stream(standalone.id());
     let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
     let info = standalone.info();
     if prime && info.high <= info.delivered {
-        let _ = conn.publish_now(&standalone, None);
+        let _ = conn.publish_now(&standalone, None).await;
     }
     match conn.session.subscribe_stream(standalone.id(), info.delivered) {
-        Ok(sub) => Ok((sub, standalone.id(), attach)),
+        Ok(sub) => Ok((Feed::live(sub), standalone.id(), attach)),
         Err(e) => {
             conn.detach(lane, attach.0);
-            Err(match e {
-                SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
-                    ErrorKind::GapNotCovered,
-                    format!(
-                        "{missing} standalone event(s) from seq {wanted} were evicted before any stream was open"
-                    ),
-                )
-                .with("cursor", Value::Null)
-                .with("oldest", json!(oldest.get()))
-                .with("missing", json!(missing.count())),
-                _ => ApiError::unknown_session(),
-            })
+            Err(standalone_gap(e))
         }
+    }
+}
+
+/// The refusal of a standalone stream whose undelivered backlog was
+/// (partly) evicted before any GET was open.
+pub(super) fn standalone_gap(e: SnapshotError) -> ApiError {
+    match e {
+        SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
+            ErrorKind::GapNotCovered,
+            format!(
+                "{missing} standalone event(s) from seq {wanted} were evicted before any stream was open"
+            ),
+        )
+        .with("cursor", Value::Null)
+        .with("oldest", json!(oldest.get()))
+        .with("missing", json!(missing.count())),
+        _ => ApiError::unknown_session(),
     }
 }
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (_, owner) = checked(&req);
     let sid = header(req.headers(), SESSION_HEADER).ok_or_else(ApiError::missing_session)?;
+    if let Some(c) = &state.cluster {
+        // The store's session goes; every node following it drops its
+        // replica when its follower reads that.
+        let id = gapless::SessionId::parse(sid).ok_or_else(ApiError::unknown_session)?;
+        let deleted =
+            c.store.delete(&id, owner.as_deref()).await.map_err(|e| ApiError::store_unavailable(&e))?;
+        if !deleted {
+            return Err(ApiError::unknown_session());
+        }
+        state.remove(&id);
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     let conn = state.conn(sid, owner.as_deref()).ok_or_else(ApiError::unknown_session)?;
     state.remove(&conn.session.id());
     Ok(StatusCode::NO_CONTENT.into_response())

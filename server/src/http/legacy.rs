@@ -68,23 +68,24 @@ async fn sse_inner(
             LEGACY_VERSION.to_owned(),
             &state.shutdown,
             slot,
+            None,
         ));
         state.insert(Arc::clone(&conn));
-        return standalone(conn, &messages);
+        return standalone(conn, &messages).await;
     };
     if let Some(cursor) = cursor {
         // An EventSource reconnect: the cursor's stream, per the table.
-        let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref())?;
+        let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref()).await?;
         let preface = endpoint_event(&messages, &conn);
         return Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response());
     }
-    standalone(live_conn(&state, sid, owner.as_deref())?, &messages)
+    standalone(live_conn(&state, sid, owner.as_deref()).await?, &messages).await
 }
 
 /// The legacy stream from its first undelivered event (no priming event:
 /// a legacy client parses every message), the `endpoint` event first.
-fn standalone(conn: Arc<Conn>, messages: &str) -> Result<Response, ApiError> {
-    let (sub, stream, attach) = open_standalone(&conn, false)?;
+async fn standalone(conn: Arc<Conn>, messages: &str) -> Result<Response, ApiError> {
+    let (sub, stream, attach) = open_standalone(&conn, false).await?;
     let preface = endpoint_event(messages, &conn);
     Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response())
 }
@@ -123,7 +124,7 @@ async fn messages_inner(
             "POST messages?sessionId=<id>, the id the endpoint event named",
         )
     })?;
-    let conn = live_conn(&state, sid, owner.as_deref())?;
+    let conn = live_conn(&state, sid, owner.as_deref()).await?;
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
@@ -146,10 +147,12 @@ async fn messages_inner(
                 Ok(dispatch::initialize_result(&state, version))
             };
             conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
+                .await
                 .map_err(|_| ApiError::unknown_session())?;
         }
         Incoming::Request { id, method, params } => {
-            dispatch::start_request(&state, &conn, RequestStream::Shared(&stream), id, method, params, None);
+            dispatch::start_request(&state, &conn, RequestStream::Shared(&stream), id, method, params, None)
+                .await;
         }
         Incoming::Notification { method, params } => {
             dispatch::handle_notification(&state, &conn, &method, &params)

@@ -7,7 +7,12 @@
 //! | `P/session/{id}/upgrade` (POST) | `upgrade.rs` |
 //! | `P/ws` (WebSocket) | `socket.rs` |
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
+//!
+//! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes and
+//! the standalone stream from the store; the migration and legacy routes
+//! are not served there yet (§8.6).
 
+mod cluster;
 mod endpoint;
 mod guard;
 mod legacy;
@@ -30,11 +35,13 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
     let guarded = |route: Route, h: MethodRouter<Arc<AppState>>| {
         h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
     };
-    let mut router = Router::new()
-        .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
-        .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
-        .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
-    if state.config.legacy_sse {
+    let mut router = Router::new().route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)));
+    if state.cluster.is_none() {
+        router = router
+            .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
+            .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
+    }
+    if state.config.legacy_sse && state.cluster.is_none() {
         router = router
             .route(&format!("{base}/sse"), guarded(Route::LegacySse, any(legacy::sse)))
             .route(&format!("{base}/messages"), guarded(Route::LegacyMessages, any(legacy::messages)));

@@ -122,11 +122,11 @@ fn fell_behind(lag: gapless::Lagged) -> Message {
 }
 
 fn encode(conn: &Conn, e: &Event) -> Message {
-    let id = conn.session.event_id(e.stream, e.seq).to_string();
-    let text = if e.payload.is_empty() {
+    let (id, payload, _) = conn.wire(e);
+    let text = if payload.is_empty() {
         format!("{{\"id\":\"{id}\",\"message\":null}}")
     } else {
-        let payload = std::str::from_utf8(&e.payload).expect("events are JSON text");
+        let payload = std::str::from_utf8(&payload).expect("events are JSON text");
         format!("{{\"id\":\"{id}\",\"message\":{payload}}}")
     };
     Message::Text(text.into())
@@ -189,7 +189,7 @@ async fn run_socket(
             },
             frame = rx.next() => match frame {
                 Some(Ok(Message::Text(t))) => {
-                    if let Err(reason) = handle_frame(&state, &conn, t.as_bytes()) {
+                    if let Err(reason) = handle_frame(&state, &conn, t.as_bytes()).await {
                         break Some(close_frame(close::BAD_FRAME, reason));
                     }
                 }
@@ -221,13 +221,21 @@ async fn run_socket(
             let _ = tx.send(frame).await;
         }
         let _ = tx.close().await;
+        // Read what the peer still sends until it closes too: a socket
+        // dropped with unread bytes is reset, and a reset can destroy the
+        // close frame before the peer reads it.
+        while let Some(Ok(m)) = rx.next().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
     })
     .await;
     conn.detach(Lane::Socket, gen);
 }
 
 /// A client → server frame: `{"message": <JSON-RPC>}` or `{"ack": "<id>"}`.
-fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), String> {
+async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), String> {
     let v: Value = serde_json::from_slice(text).map_err(|_| "frame is not JSON".to_owned())?;
     let Value::Object(mut m) = v else { return Err("frame must be a JSON object".into()) };
     if m.len() != 1 {
@@ -245,7 +253,7 @@ fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), S
     {
         Incoming::Request { id, method, params } => {
             let stream = conn.session.open_stream().map_err(|_| "session closed".to_owned())?;
-            start_request(state, conn, RequestStream::Own(&stream), id, method, params, None);
+            start_request(state, conn, RequestStream::Own(&stream), id, method, params, None).await;
         }
         Incoming::Notification { method, params } => handle_notification(state, conn, &method, &params),
         Incoming::Response { id, outcome } => {

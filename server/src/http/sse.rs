@@ -38,27 +38,82 @@ pub(crate) enum Framing {
 /// Writes one event as an SSE frame.
 pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128, framing: Framing) {
     use std::fmt::Write as _;
-    let id = conn.session.event_id(e.stream, e.seq);
+    let (id, payload, _) = conn.wire(e);
     if framing == Framing::Legacy {
-        if e.payload.is_empty() {
+        if payload.is_empty() {
             return;
         }
         out.put_slice(b"event: message\n");
     }
     let _ = write!(out, "id: {id}");
-    if e.payload.is_empty() {
+    if payload.is_empty() {
         out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
     } else {
         out.put_slice(b"\ndata: ");
-        out.put_slice(&e.payload);
+        out.put_slice(&payload);
         out.put_slice(b"\n\n");
     }
 }
 
+/// What an SSE body sends: events read from the store first (a cluster
+/// resume's replay), then the live subscription on the session's ring
+/// (`None`: nothing live follows, the stream is over).
+pub(crate) struct Feed {
+    backlog: std::collections::VecDeque<Event>,
+    live: Option<Subscription>,
+    /// Dropped with the body (ends what the connection holds, e.g. the
+    /// standalone stream's claim in a cluster).
+    _guard: Option<tokio_util::sync::DropGuard>,
+}
+
+impl Feed {
+    /// Only the ring's subscription.
+    pub(crate) fn live(sub: Subscription) -> Self {
+        Feed { backlog: Default::default(), live: Some(sub), _guard: None }
+    }
+
+    /// The same feed, holding `guard` until the body drops.
+    pub(crate) fn guarded(mut self, guard: tokio_util::sync::DropGuard) -> Self {
+        self._guard = Some(guard);
+        self
+    }
+
+    /// `backlog` first, then `live`.
+    pub(crate) fn replay(backlog: Vec<Event>, live: Option<Subscription>) -> Self {
+        Feed { backlog: backlog.into(), live, _guard: None }
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, gapless::Lagged>>> {
+        if let Some(e) = self.backlog.pop_front() {
+            return Poll::Ready(Some(Ok(e)));
+        }
+        match &mut self.live {
+            Some(sub) => sub.poll_recv(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn try_recv(&mut self) -> Result<Next, gapless::Lagged> {
+        if let Some(e) = self.backlog.pop_front() {
+            return Ok(Next::Event(e));
+        }
+        match &mut self.live {
+            Some(sub) => sub.try_recv(),
+            None => Ok(Next::End),
+        }
+    }
+}
+
+/// A chunk waiting for the store to record its delivery, with its last event.
+type Held = (Bytes, Event, futures_util::future::BoxFuture<'static, Result<bool, gapless_redis::StoreError>>);
+
 /// The body of one SSE response.
 pub(crate) struct SseBody {
     conn: Arc<Conn>,
-    sub: Subscription,
+    sub: Feed,
+    /// Cluster mode: the chunk built, waiting for its delivery to be
+    /// recorded in the store before it is sent.
+    held: Option<Held>,
     /// Last event of the chunk handed out by the previous poll.
     undelivered: Option<Event>,
     /// Ends this connection (takeover, migration, session end, shutdown: a
@@ -79,7 +134,7 @@ pub(crate) struct SseBody {
 impl SseBody {
     pub(crate) fn new(
         conn: Arc<Conn>,
-        sub: Subscription,
+        sub: Feed,
         stream: StreamId,
         attach: (u64, CancellationToken),
         framing: Framing,
@@ -93,6 +148,7 @@ impl SseBody {
             retry_ms: conn.config.sse_retry.as_millis(),
             conn,
             sub,
+            held: None,
             undelivered: None,
             ended: Box::pin(attach.1.cancelled_owned()),
             keepalive,
@@ -115,7 +171,27 @@ impl Stream for SseBody {
         if let Some(e) = this.undelivered.take() {
             this.conn.session.reader().mark_delivered(&e);
         }
-        if this.finished || this.ended.as_mut().poll(cx).is_ready() {
+        if this.ended.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        if let Some((_, _, mark)) = &mut this.held {
+            return match mark.as_mut().poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Ok(_)) => {
+                    let (chunk, last, _) = this.held.take().expect("held");
+                    this.undelivered = Some(last);
+                    Poll::Ready(Some(Ok(chunk)))
+                }
+                // The store cannot record the delivery: send nothing it
+                // would not know of; the client's resume is answered by the
+                // store (503 while it is down).
+                Poll::Ready(Err(e)) => {
+                    tracing::warn!(session = ?this.conn.session.id(), error = %e, "delivery not recorded; ending the stream");
+                    Poll::Ready(None)
+                }
+            };
+        }
+        if this.finished {
             return Poll::Ready(None);
         }
         if let Some(preface) = this.preface.take() {
@@ -154,8 +230,14 @@ impl Stream for SseBody {
                 }
             }
         }
+        let chunk = out.freeze();
+        if let Some(mark) = this.conn.mark_ahead(&last) {
+            this.held = Some((chunk, last, mark));
+            // Poll the mark now: it registers the waker.
+            return self.poll_next(cx);
+        }
         this.undelivered = Some(last);
-        Poll::Ready(Some(Ok(out.freeze())))
+        Poll::Ready(Some(Ok(chunk)))
     }
 }
 

@@ -3,10 +3,11 @@
 -- SessionFacts, fetched in one call. Resets the idle clock of a session
 -- the caller may see.
 -- ARGV: has_owner, owner, mode ('stream' | 'session'), cursor seq q (0 for
--- none), cursor stream s (0 for none).
+-- none; 'd' for stream s's delivered mark: where the standalone stream's
+-- backlog starts), cursor stream s (0 for none).
 -- Answers {'unknown'} or
 -- {'ok', ns, head, oldest, opened, ru, q_stream, q_nonce, o_stream, o_nonce,
---  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window}
+--  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window, q}
 -- where a stream of 0, an empty string and fr_seq 0 mean "none"; recs is
 -- {id, record, ...} (session mode), window is {seq, stream, prev, ...}
 -- (session mode, only when some stream has undelivered events).
@@ -20,6 +21,10 @@ if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
 end
 touch(m)
 local mode, q, s = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+if ARGV[4] == 'd' then
+  local r = rec_get(s)
+  q = r and r.delivered or 0
+end
 local function entry_of(seq)
   if seq < m.oldest or seq > m.head or seq == 0 then
     return 0, ''
@@ -89,4 +94,4 @@ elseif mode == 'session' then
   end
 end
 return { 'ok', m.ns, m.head, m.oldest, m.opened, m.ru, q_stream, q_nonce, o_stream, o_nonce, rec_s, tomb_s,
-  fr_seq, fr_index, fr_prev, recs, window }
+  fr_seq, fr_index, fr_prev, recs, window, q }

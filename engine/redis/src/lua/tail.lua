@@ -3,7 +3,8 @@
 -- alike, in log order. Answers {'unknown'} or
 -- {'ok', oldest, head, kind, seq, k, stream, index, nonce, payload, ...}
 -- where kind is 'v' (an event) or 'e' (stream `stream` ended; index, nonce
--- and payload are empty).
+-- and payload are empty). A session some node follows stays alive: this
+-- resets its idle clock.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -12,6 +13,7 @@ local m = meta_get()
 if not m then
   return { 'unknown' }
 end
+touch(m)
 local out = { 'ok', m.oldest, m.head }
 local page = redis.call('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 for _, it in ipairs(page) do

@@ -1,0 +1,310 @@
+//! Cluster mode (`docs/SPEC.md` §8): several `gapless-server` processes on
+//! one `redis-server`, each started by the test on free loopback ports, and
+//! a client that sends every request of a session to another node.
+
+mod common;
+
+use common::SseReader;
+use gapless_redis::testing::{free_port, RedisServer};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `gapless-server` process in cluster mode, killed on drop.
+struct Node {
+    child: Child,
+    url: String,
+}
+
+impl Node {
+    fn start(redis: &str, extra: &[&str]) -> Node {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--redis-url", redis])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the gapless-server binary");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "node on port {port} did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Node { child, url: format!("http://127.0.0.1:{port}/mcp") }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap()
+}
+
+async fn post(url: &str, sid: Option<&str>, body: Value) -> reqwest::Response {
+    let mut r = http()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT_BOTH)
+        .body(body.to_string());
+    if let Some(s) = sid {
+        r = r.header("mcp-session-id", s);
+    }
+    r.send().await.unwrap()
+}
+
+async fn get(url: &str, sid: &str, cursor: Option<&str>) -> reqwest::Response {
+    let mut r = http().get(url).header("accept", "text/event-stream").header("mcp-session-id", sid);
+    if let Some(c) = cursor {
+        r = r.header("last-event-id", c);
+    }
+    r.send().await.unwrap()
+}
+
+async fn initialize(url: &str) -> String {
+    let r = post(
+        url,
+        None,
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut sse = SseReader::new(r);
+    let mut result = false;
+    while let Some(e) = sse.next().await {
+        result |= e.json().is_some_and(|m| m["result"]["protocolVersion"] == "2025-06-18");
+    }
+    assert!(result, "the initialize result arrived");
+    sid
+}
+
+async fn call(url: &str, sid: &str, id: u64, args: Value) -> reqwest::Response {
+    post(url, Some(sid), json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"emit_events","arguments":args}}))
+        .await
+}
+
+/// Reads a stream to its end: the `data.seq`s, the result, the last id.
+async fn drain(sse: &mut SseReader, seqs: &mut Vec<u64>, last: &mut Option<String>) -> Option<Value> {
+    let mut result = None;
+    while let Some(e) = sse.next().await {
+        if let Some(n) = e.emit_seq() {
+            seqs.push(n);
+        } else if let Some(m) = e.json().filter(|m| m.get("result").is_some()) {
+            result = Some(m);
+        }
+        if e.id.is_some() {
+            *last = e.id;
+        }
+    }
+    result
+}
+
+/// The session-global seq of a wire id (`<tag>-<seq>`).
+fn seq_of(id: &str) -> u64 {
+    id.rsplit('-').next().unwrap().parse().unwrap()
+}
+
+async fn expect_error(r: reqwest::Response, status: u16, kind: &str) -> Value {
+    assert_eq!(r.status().as_u16(), status, "status for {kind}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"], json!(kind), "body {body}");
+    body
+}
+
+/// Three nodes, a client that sends each request to the next node: every
+/// event of every stream arrives exactly once; a stream cut on one node
+/// resumes on another; the standalone stream is one GET in the whole
+/// cluster; a DELETE on one node ends the session on all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_request_on_any_node() {
+    let redis = RedisServer::start(&[]);
+    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &[])).collect();
+    let at = |i: usize| nodes[i % 3].url.as_str();
+    let sid = initialize(at(0)).await;
+
+    // A whole stream from node 1.
+    let mut seqs = vec![];
+    let mut last = None;
+    let r = call(at(1), &sid, 1, json!({"count": 200})).await;
+    assert_eq!(r.status(), 200);
+    let result = drain(&mut SseReader::new(r), &mut seqs, &mut last).await;
+    assert!(result.unwrap()["result"]["content"][0]["text"].as_str().unwrap().contains("200"));
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>());
+    let id = last.unwrap();
+    assert_eq!(id.split('-').next().unwrap().split('_').count(), 3, "cluster ids carry a check: {id}");
+
+    // A stream cut after 50 events on node 2, resumed on node 0.
+    let r = call(at(2), &sid, 2, json!({"count": 400, "interval_ms": 1})).await;
+    let mut sse = SseReader::new(r);
+    let (mut got, mut cursor) = (vec![], None);
+    while got.len() < 50 {
+        let e = sse.next().await.unwrap();
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    drop(sse);
+    let cursor = cursor.unwrap();
+    let r = get(at(3), &sid, Some(&cursor)).await;
+    assert_eq!(r.status(), 200, "resume on another node");
+    let mut last = None;
+    let result = drain(&mut SseReader::new(r), &mut got, &mut last).await;
+    assert!(result.is_some(), "the result follows the replay");
+    assert_eq!(got, (1..=400).collect::<Vec<_>>(), "every event once, in order, across the cut");
+
+    // The standalone stream: one GET in the cluster; events published on
+    // another node reach it.
+    let g = get(at(1), &sid, None).await;
+    assert_eq!(g.status(), 200);
+    expect_error(get(at(2), &sid, None).await, 409, "stream_busy").await;
+    let mut standalone = SseReader::new(g);
+    let r = call(at(0), &sid, 3, json!({"count": 30, "target": "standalone"})).await;
+    let mut ignore = (vec![], None);
+    drain(&mut SseReader::new(r), &mut ignore.0, &mut ignore.1).await.expect("result");
+    let mut st = vec![];
+    while st.len() < 30 {
+        let e = standalone.next().await.expect("standalone events");
+        if let Some(n) = e.emit_seq() {
+            st.push(n);
+        }
+    }
+    assert_eq!(st, (1..=30).collect::<Vec<_>>());
+    drop(standalone);
+
+    // DELETE on one node: the session is gone on every node.
+    let r = http().delete(at(2)).header("mcp-session-id", &sid).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    for i in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = call(at(i), &sid, 10 + i as u64, json!({"count": 1})).await;
+            if r.status() == 404 {
+                expect_error(r, 404, "unknown_session").await;
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {i} still serves a deleted session");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Two nodes publish into one session at once: the seqs of both streams
+/// together are dense, none twice, and each stream gets all its events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_publish_into_one_session() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let run = |url: String, sid: String, id: u64| async move {
+        let r = call(&url, &sid, id, json!({"count": 300})).await;
+        let mut sse = SseReader::new(r);
+        let (mut seqs, mut ids) = (vec![], vec![]);
+        while let Some(e) = sse.next().await {
+            if let Some(n) = e.emit_seq() {
+                seqs.push(n);
+            }
+            ids.extend(e.id);
+        }
+        (seqs, ids)
+    };
+    let (ra, rb) = tokio::join!(run(a.url.clone(), sid.clone(), 1), run(b.url.clone(), sid.clone(), 2));
+    for (seqs, _) in [&ra, &rb] {
+        assert_eq!(seqs, &(1..=300).collect::<Vec<_>>());
+    }
+    let all: Vec<u64> = ra.1.iter().chain(&rb.1).map(|i| seq_of(i)).collect();
+    let set: BTreeSet<u64> = all.iter().copied().collect();
+    assert_eq!(set.len(), all.len(), "no seq twice");
+    // 2 initialize events (priming, result) come first; then both streams.
+    let (lo, hi) = (*set.first().unwrap(), *set.last().unwrap());
+    assert_eq!(hi - lo + 1, set.len() as u64, "dense: {lo}..={hi}");
+}
+
+/// Redis stops: a resume is 503 `store_unavailable`, a tool call fails
+/// visibly; Redis comes back (empty): the nodes recover without a restart,
+/// the lost session is 404, never a fresh 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_is_503_and_nodes_recover() {
+    let mut redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let (mut seqs, mut last) = (vec![], None);
+    let r = call(&b.url, &sid, 1, json!({"count": 5})).await;
+    drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("result");
+    let cursor = last.unwrap();
+    redis.kill();
+    let r = get(&a.url, &sid, Some(&cursor)).await;
+    let body = expect_error(r, 503, "store_unavailable").await;
+    assert!(body["message"].as_str().unwrap().contains("unavailable"), "{body}");
+    let r = call(&b.url, &sid, 2, json!({"count": 5})).await;
+    assert!(
+        r.status().is_server_error() || !r.text().await.unwrap().contains("emitted 5"),
+        "a call without a store does not succeed"
+    );
+    expect_error(
+        post(
+            &a.url,
+            None,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        )
+        .await,
+        503,
+        "store_unavailable",
+    )
+    .await;
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let fresh = loop {
+        let r = post(
+            &b.url,
+            None,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        )
+        .await;
+        if r.status() == 200 {
+            break r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "the node did not recover: {}", r.status());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let r = call(&a.url, &fresh, 3, json!({"count": 3})).await;
+    let (mut seqs, mut last) = (vec![], None);
+    drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("a call works again");
+    assert_eq!(seqs, [1, 2, 3]);
+    // The session Redis lost (it kept nothing) is unknown, on both nodes.
+    expect_error(get(&a.url, &sid, Some(&cursor)).await, 404, "unknown_session").await;
+    expect_error(get(&b.url, &sid, Some(&cursor)).await, 404, "unknown_session").await;
+}
+
+/// A malformed or unreachable `--redis-url`, or a Redis that may evict
+/// keys: a clear message and exit code 2.
+#[test]
+fn bad_redis_urls_exit_2() {
+    let lru = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
+    let unreachable = format!("redis://127.0.0.1:{}/0", free_port());
+    for (url, says) in [
+        ("not a url", "malformed Redis URL"),
+        (unreachable.as_str(), "unavailable"),
+        (lru.url().as_str(), "noeviction"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+            .args(["--bind", "127.0.0.1:0", "--redis-url", url])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{url}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

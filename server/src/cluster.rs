@@ -1,0 +1,271 @@
+//! Cluster mode (`docs/SPEC.md` §8): every node of a cluster keeps its
+//! sessions in one Redis store ([`gapless_redis::RedisStore`]), so that any
+//! request of a session may land on any node.
+//!
+//! The store is the source of truth: sessions, seqs, the window, stream
+//! marks. A node keeps, for each session it serves, a local replica: a ring
+//! whose seqs are the store's, filled only by the session's follower task,
+//! which tails the store's log (woken by the store's announcements). Every
+//! reader on the node (SSE responses) reads that ring, never Redis per
+//! event. Publishing goes to the store; the event reaches local readers
+//! through the follower like any other node's.
+//!
+//! A replica's payloads carry a prefix of [`PREFIX`] bytes: the event's
+//! nonce (its wire id's check) and its index in its stream, as the store
+//! has them; the transport strips it when it writes an event.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use gapless::{Hub, Namespace, Seq, Session, SessionId, StreamId};
+use gapless_redis::{Attach, Notifier, RedisStore, StoreError, TailEntry};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes before a replica event's payload: its check and its index in its
+/// stream, both little-endian u64.
+pub(crate) const PREFIX: usize = 16;
+
+/// Log entries a follower reads per call.
+const TAIL_BATCH: usize = 512;
+
+/// A follower re-reads the log this often even without an announcement
+/// (an expired session announces nothing).
+const TAIL_POLL: Duration = Duration::from_millis(500);
+
+/// A replica payload: `check`, `index`, then `payload`.
+pub(crate) fn wrap(check: u64, index: u64, payload: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(PREFIX + payload.len());
+    b.put_u64_le(check);
+    b.put_u64_le(index);
+    b.put_slice(payload);
+    b.freeze()
+}
+
+/// The check, the index in its stream, and the payload of a replica event.
+pub(crate) fn unwrap(payload: &Bytes) -> (u64, u64, Bytes) {
+    if payload.len() < PREFIX {
+        // Never written by a follower; shown as it is.
+        return (0, 0, payload.clone());
+    }
+    let check = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
+    let index = u64::from_le_bytes(payload[8..16].try_into().expect("8 bytes"));
+    (check, index, payload.slice(PREFIX..))
+}
+
+/// The store and this node's followers.
+pub(crate) struct Cluster {
+    pub(crate) store: RedisStore,
+    /// This node's name in leases (random per process).
+    pub(crate) node: String,
+    notifier: Notifier,
+    /// Followers by session: the seq each has applied so far.
+    followers: Mutex<HashMap<SessionId, Follower>>,
+    /// One attach at a time on this node (two requests of a new session
+    /// arriving together would otherwise make two replicas).
+    attaching: tokio::sync::Mutex<()>,
+}
+
+struct Follower {
+    session: Weak<Session>,
+    applied: watch::Receiver<u64>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("store", &self.store).finish_non_exhaustive()
+    }
+}
+
+/// What a replica's follower calls when its session is gone from the store.
+pub(crate) type OnGone = Arc<dyn Fn(SessionId) + Send + Sync>;
+
+impl Cluster {
+    /// A cluster on `store` (announcements from the same Redis).
+    pub(crate) fn new(store: RedisStore, url: &str) -> Result<Self, StoreError> {
+        let notifier = Notifier::start(url, &store.config().prefix)?;
+        let node = format!("{:016x}", {
+            let mut b = [0u8; 8];
+            getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
+            u64::from_le_bytes(b)
+        });
+        Ok(Cluster {
+            store,
+            node,
+            notifier,
+            followers: Mutex::default(),
+            attaching: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The seq this node's replica of `id` has applied, to wait on.
+    pub(crate) fn applied(&self, id: &SessionId) -> Option<watch::Receiver<u64>> {
+        crate::state::lock(&self.followers).get(id).map(|f| f.applied.clone())
+    }
+
+    /// A local replica of a session the store has just created (head 0).
+    pub(crate) fn replica_of_new(
+        self: &Arc<Self>,
+        hub: &Arc<Hub>,
+        id: SessionId,
+        ns: Namespace,
+        owner: Option<&str>,
+        on_gone: OnGone,
+    ) -> Result<Arc<Session>, gapless::SessionError> {
+        let at = Attach {
+            ns,
+            head: Seq(0),
+            opened: StreamId(1),
+            live: vec![StreamId(1)],
+            position: (0, 0),
+            version: String::new(),
+        };
+        self.start_replica(hub, id, owner, &at, on_gone)
+    }
+
+    /// Held while a request of a session this node has no transport state
+    /// for attaches one (two arriving together would make two replicas).
+    pub(crate) async fn attach_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.attaching.lock().await
+    }
+
+    /// A local replica of session `id` as the store has it now, if `owner`
+    /// sees it there, with its negotiated protocol version. Call it under
+    /// [`Cluster::attach_lock`].
+    pub(crate) async fn attach(
+        self: &Arc<Self>,
+        hub: &Arc<Hub>,
+        id: SessionId,
+        owner: Option<&str>,
+        on_gone: OnGone,
+    ) -> Result<Option<(Arc<Session>, String)>, AttachError> {
+        let Some(at) = self.store.attach(&id, owner).await.map_err(AttachError::Store)? else {
+            return Ok(None);
+        };
+        let session = self.start_replica(hub, id, owner, &at, on_gone).map_err(AttachError::Local)?;
+        Ok(Some((session, at.version)))
+    }
+
+    fn start_replica(
+        self: &Arc<Self>,
+        hub: &Arc<Hub>,
+        id: SessionId,
+        owner: Option<&str>,
+        at: &Attach,
+        on_gone: OnGone,
+    ) -> Result<Arc<Session>, gapless::SessionError> {
+        let session = hub.create_replica(id, at.ns, owner, Seq(at.head.0 + 1))?;
+        if session.mirror_streams(&at.live, at.opened).is_err() {
+            return Err(gapless::SessionError::Unknown);
+        }
+        let (tx, rx) = watch::channel(at.head.0);
+        let stop = CancellationToken::new();
+        let old = crate::state::lock(&self.followers)
+            .insert(id, Follower { session: Arc::downgrade(&session), applied: rx, stop: stop.clone() });
+        if let Some(old) = old {
+            old.stop.cancel();
+        }
+        let watch = self.notifier.watch(id);
+        let me = Arc::clone(self);
+        let s = Arc::clone(&session);
+        let position = at.position;
+        tokio::spawn(async move {
+            me.follow(s, position, tx, watch, stop, on_gone).await;
+        });
+        Ok(session)
+    }
+
+    /// The follower: applies the store's log to the replica, in order,
+    /// until the replica closes, the session leaves the store, or the
+    /// replica cannot represent the log any more (it fell behind the
+    /// store's trim: the replica is closed, its readers end, and their
+    /// clients' resumes are decided by the store).
+    async fn follow(
+        self: Arc<Self>,
+        session: Arc<Session>,
+        mut position: (u64, u64),
+        applied: watch::Sender<u64>,
+        watch: gapless_redis::Watch,
+        stop: CancellationToken,
+        on_gone: OnGone,
+    ) {
+        let id = session.id();
+        loop {
+            if session.is_closed() || stop.is_cancelled() {
+                break;
+            }
+            match self.store.tail(&id, position, TAIL_BATCH).await {
+                Ok(Some(tail)) => {
+                    let n = tail.entries.len();
+                    let mut broken = false;
+                    for (pos, entry) in tail.entries {
+                        if !apply(&session, entry) {
+                            broken = true;
+                            break;
+                        }
+                        position = pos;
+                    }
+                    let _ = applied.send(session.reader().head().0);
+                    if broken {
+                        tracing::warn!(session = ?id, "replica fell behind the store's window; closing it");
+                        on_gone(id);
+                        break;
+                    }
+                    if n == TAIL_BATCH {
+                        continue;
+                    }
+                }
+                Ok(None) => {
+                    // Deleted or expired in the store.
+                    on_gone(id);
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(session = ?id, error = %e, "follower: store unavailable");
+                }
+            }
+            tokio::select! {
+                _ = watch.changed() => {}
+                _ = tokio::time::sleep(TAIL_POLL) => {}
+                _ = stop.cancelled() => break,
+            }
+        }
+        let mut f = crate::state::lock(&self.followers);
+        if f.get(&id).is_some_and(|f| f.session.upgrade().is_none_or(|s| Arc::ptr_eq(&s, &session))) {
+            f.remove(&id);
+        }
+    }
+}
+
+/// Applies one log entry to a replica; `false` when it cannot (a hole: the
+/// store trimmed events this replica never read).
+fn apply(session: &Session, entry: TailEntry) -> bool {
+    match entry {
+        TailEntry::Event(e) => {
+            let head = session.reader().head().0;
+            if e.seq.0 <= head {
+                return true; // read before
+            }
+            if e.seq.0 != head + 1 {
+                return false;
+            }
+            let Ok(Some(h)) = session.open_streams_to(e.stream) else { return false };
+            session.publish(&h, wrap(e.check, e.index_in_stream, &e.payload)).is_ok()
+        }
+        TailEntry::Ended(s) => {
+            if let Some(h) = session.reader().handle(s) {
+                let _ = session.end_stream(&h);
+            }
+            true
+        }
+    }
+}
+
+/// Why a replica could not be attached.
+#[derive(Debug)]
+pub(crate) enum AttachError {
+    Store(StoreError),
+    Local(gapless::SessionError),
+}

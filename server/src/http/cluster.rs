@@ -1,0 +1,163 @@
+//! Resumes and the standalone stream in cluster mode (`docs/SPEC.md` §8):
+//! the store decides and replays the gap; the node's replica carries on
+//! live from the store's head at the decision.
+
+use super::endpoint::{live_conn, standalone_gap, Attached};
+use super::sse::Feed;
+use crate::error::ApiError;
+use crate::state::{AppState, Conn, Lane};
+use gapless::ring::SnapshotError;
+use gapless::session::{Refusal, ResumeRequest, Target};
+use gapless::{Event, StreamId, Subscription};
+use gapless_redis::{ReplayError, ReplayPlan};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Events of a replay read from the store per call.
+const REPLAY_PAGE: usize = 1000;
+
+/// How long the standalone stream's cluster-wide claim lives unless its
+/// connection renews it (a third of it); a node that dies holding it
+/// frees it after this long.
+pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(10);
+
+/// The store's replay of `plan`, then the replica's events of the same
+/// target after the store's head at the decision. `Err(None)`: the window
+/// moved meanwhile, decide again.
+async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan) -> Result<Feed, Option<ApiError>> {
+    let c = conn.cluster.as_ref().expect("cluster mode");
+    let id = conn.session.id();
+    let events = match c.store.replay(&id, plan, REPLAY_PAGE).await {
+        Ok(events) => events,
+        Err(ReplayError::Moved) => return Err(None),
+        Err(ReplayError::Store(e)) => return Err(Some(ApiError::store_unavailable(&e))),
+    };
+    if !conn.caught_up(plan.to).await {
+        return Err(Some(
+            ApiError::new(
+                gapless::ErrorKind::StoreUnavailable,
+                "this node could not read the session's log from the store in time",
+            )
+            .retry_after(1),
+        ));
+    }
+    let stream = plan.stream.expect("stream replays");
+    let live: Option<Subscription> = match conn.session.subscribe_stream(stream, plan.to) {
+        Ok(sub) => Some(sub),
+        // The stream was over before this node followed the session.
+        Err(SnapshotError::UnknownStream { .. }) => None,
+        // The replica's own window moved past the hand-off: decide again.
+        Err(_) => return Err(None),
+    };
+    let backlog = events
+        .into_iter()
+        .map(|e| Event {
+            seq: e.seq,
+            stream: e.stream,
+            index_in_stream: e.index_in_stream,
+            payload: crate::cluster::wrap(e.check, e.index_in_stream, &e.payload),
+        })
+        .collect();
+    Ok(Feed::replay(backlog, live))
+}
+
+/// An SSE resume in cluster mode: the decision table on the store's facts,
+/// with the same refusals as in-process, plus `history_rewritten` and
+/// `store_unavailable` (§8.4, §8.5).
+pub(super) async fn resume_lane(
+    state: &Arc<AppState>,
+    req: ResumeRequest<'_>,
+) -> Result<(Arc<Conn>, Feed, StreamId, Attached), ApiError> {
+    let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
+    // The replica first: its ring then holds every event after the head
+    // the store decides at.
+    let conn = live_conn(state, sid, req.owner).await?;
+    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
+    for _ in 0..4 {
+        let d = c.store.resume(req, Target::Stream).await?;
+        match feed(&conn, &d.replay).await {
+            Ok(feed) => {
+                let stream = d.stream.expect("stream resume");
+                let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
+                return Ok((conn, feed, stream, attach));
+            }
+            Err(Some(e)) => return Err(e),
+            Err(None) => continue,
+        }
+    }
+    Err(ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
+        .retry_after(1))
+}
+
+/// The standalone stream in cluster mode: one connection in the whole
+/// cluster at a time (a lease in the store, renewed while the connection
+/// is open), from its first undelivered event (the store's delivered mark).
+pub(super) async fn open_standalone(
+    conn: &Arc<Conn>,
+    prime: bool,
+) -> Result<(Feed, StreamId, Attached), ApiError> {
+    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
+    let id = conn.session.id();
+    let standalone = conn.session.standalone().clone();
+    let lane = Lane::Stream(standalone.id());
+    let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
+    let holder = format!("{}:{}", c.node, attach.0);
+    let fail = |e: ApiError| {
+        conn.detach(lane, attach.0);
+        e
+    };
+    match c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
+        Ok(true) => {}
+        Ok(false) => return Err(fail(ApiError::stream_busy())),
+        Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+    }
+    // Renew the claim while the connection is open; drop it after.
+    let stop = tokio_util::sync::CancellationToken::new();
+    {
+        let (c, stop, ended, holder) = (Arc::clone(&c), stop.clone(), attach.1.clone(), holder.clone());
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(STANDALONE_LEASE / 3);
+            t.tick().await;
+            loop {
+                tokio::select! {
+                    _ = t.tick() => {
+                        if let Ok(false) = c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
+                            ended.cancel(); // another connection holds it now
+                            break;
+                        }
+                    }
+                    _ = stop.cancelled() => break,
+                    _ = ended.cancelled() => break,
+                }
+            }
+            let _ = c.store.drop_lease(&id, "standalone", &holder).await;
+        });
+    }
+    let guard = stop.drop_guard();
+    for _ in 0..4 {
+        let plan = match c.store.backlog(&id, conn.session.owner(), standalone.id()).await {
+            Ok(Some(Ok(plan))) => plan,
+            Ok(Some(Err(e))) => return Err(fail(standalone_gap(e))),
+            Ok(None) => return Err(fail(ApiError::unknown_session())),
+            Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+        };
+        let plan = if prime && plan.to <= plan.after {
+            // Nothing undelivered: a priming event first (SEP-1699).
+            if let Err(e) = conn.publish_now(&standalone, None).await {
+                return Err(fail(ApiError::send(&e)));
+            }
+            continue;
+        } else {
+            plan
+        };
+        match feed(conn, &plan).await {
+            Ok(feed) => return Ok((feed.guarded(guard), standalone.id(), attach)),
+            Err(Some(e)) => return Err(fail(e)),
+            Err(None) => continue,
+        }
+    }
+    Err(fail(
+        ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
+            .retry_after(1),
+    ))
+}
