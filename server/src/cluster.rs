@@ -34,6 +34,12 @@ const TAIL_BATCH: usize = 512;
 /// (an expired session announces nothing).
 const TAIL_POLL: Duration = Duration::from_millis(500);
 
+/// A node's lease in the store; renewed every third of it.
+pub(crate) const NODE_LEASE: Duration = Duration::from_secs(3);
+
+/// How often a node looks for dead nodes' open requests.
+pub(crate) const REAP_EVERY: Duration = Duration::from_secs(1);
+
 /// A replica payload: `check`, `index`, then `payload`.
 pub(crate) fn wrap(check: u64, index: u64, payload: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(PREFIX + payload.len());
@@ -98,6 +104,60 @@ impl Cluster {
             followers: Mutex::default(),
             attaching: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// Starts the node's background work: its lease, the reaper of dead
+    /// nodes' requests, and the bus (responses to server → client requests
+    /// and cancellations posted to another node). Ends on `shutdown`.
+    pub(crate) fn start(self: &Arc<Self>, state: Weak<crate::state::AppState>, shutdown: CancellationToken) {
+        let me = Arc::clone(self);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut beat = tokio::time::interval(NODE_LEASE / 3);
+            let mut reap = tokio::time::interval(REAP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = beat.tick() => {
+                        if let Err(e) = me.store.heartbeat(&me.node, NODE_LEASE).await {
+                            tracing::debug!(error = %e, "node lease not renewed");
+                        }
+                    }
+                    _ = reap.tick() => match me.store.reap(&me.node, orphan_answer).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(answered = n, "answered the open requests of a node that stopped"),
+                        Err(e) => tracing::debug!(error = %e, "reaper: store unavailable"),
+                    },
+                    _ = stop.cancelled() => break,
+                }
+            }
+        });
+        let mut bus = self.notifier.bus();
+        tokio::spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    m = bus.recv() => m,
+                    _ = shutdown.cancelled() => break,
+                };
+                let msg = match msg {
+                    Ok(m) => m,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(lost = n, "cluster bus: messages lost");
+                        continue;
+                    }
+                    Err(_) => break,
+                };
+                let Some(state) = state.upgrade() else { break };
+                on_bus(&state, &msg);
+            }
+        });
+    }
+
+    /// Tells every node about `msg` (see [`BusMessage`]).
+    pub(crate) async fn broadcast(&self, msg: &BusMessage) {
+        let bytes = serde_json::to_vec(msg).expect("bus messages serialize");
+        if let Err(e) = self.store.publish_bus(&bytes).await {
+            tracing::warn!(error = %e, "cluster bus: message not sent");
+        }
     }
 
     /// The seq this node's replica of `id` has applied, to wait on.
@@ -268,4 +328,62 @@ fn apply(session: &Session, entry: TailEntry) -> bool {
 pub(crate) enum AttachError {
     Store(StoreError),
     Local(gapless::SessionError),
+}
+
+/// What the error response of a request whose node stopped says.
+fn orphan_answer(request_id: &str) -> Bytes {
+    let id: serde_json::Value = serde_json::from_str(request_id).unwrap_or(serde_json::Value::Null);
+    let e = crate::jsonrpc::RpcError::new(
+        crate::jsonrpc::code::REQUEST_LOST,
+        "the server node running this request stopped before it answered; whether it took effect is unknown",
+    );
+    gapless::ring::exact_bytes(serde_json::to_vec(&crate::jsonrpc::response(&id, Err(e))).expect("JSON"))
+}
+
+/// A message on the cluster-wide bus, for the node running a request.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum BusMessage {
+    /// A client's response to a server → client request.
+    Response {
+        /// The session.
+        sid: String,
+        /// The request's JSON-RPC id.
+        id: serde_json::Value,
+        /// `result` or `error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<serde_json::Value>,
+    },
+    /// `notifications/cancelled` for request `id`.
+    Cancel {
+        /// The session.
+        sid: String,
+        /// The cancelled request's JSON-RPC id.
+        id: serde_json::Value,
+    },
+}
+
+fn on_bus(state: &crate::state::AppState, msg: &[u8]) {
+    let Ok(msg) = serde_json::from_slice::<BusMessage>(msg) else {
+        tracing::warn!("cluster bus: a message this node does not understand");
+        return;
+    };
+    match msg {
+        BusMessage::Response { sid, id, result, error } => {
+            if let Some(conn) = state.local_conn(&sid) {
+                let outcome = match (result, error) {
+                    (_, Some(e)) => Err(e),
+                    (r, None) => Ok(r.unwrap_or(serde_json::Value::Null)),
+                };
+                conn.deliver_response(&id, outcome);
+            }
+        }
+        BusMessage::Cancel { sid, id } => {
+            if let Some(conn) = state.local_conn(&sid) {
+                conn.cancel_request(&id);
+            }
+        }
+    }
 }

@@ -37,7 +37,15 @@ pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &s
         "notifications/initialized" => {}
         "notifications/cancelled" => {
             if let Some(id) = params.get("requestId") {
-                conn.cancel_request(id);
+                if !conn.cancel_request(id) {
+                    // In a cluster the request may run on another node.
+                    if let Some(c) = &conn.cluster {
+                        let (c, sid, id) = (Arc::clone(c), conn.session.id().to_string(), id.clone());
+                        tokio::spawn(async move {
+                            c.broadcast(&crate::cluster::BusMessage::Cancel { sid, id }).await;
+                        });
+                    }
+                }
             }
         }
         _ => state.host.on_notification(method, params, &SessionHandle { conn: Arc::clone(conn) }),
@@ -129,6 +137,18 @@ pub(crate) async fn start_request(
         request_id: id.clone(),
         cancel: cancel.clone(),
     };
+    // In a cluster, the node's open requests are in the store: if this node
+    // dies, another answers them with an explicit error (`docs/SPEC.md` §8.5).
+    let registered = match (&conn.cluster, own) {
+        (Some(c), true) => {
+            let r = c.store.register_request(&c.node, &conn.session.id(), stream.id(), &id.to_string()).await;
+            if let Err(e) = &r {
+                tracing::warn!(session = ?conn.session.id(), error = %e, "request not registered in the store");
+            }
+            r.is_ok()
+        }
+        _ => false,
+    };
     let host = Arc::clone(&state.host);
     let conn = Arc::clone(conn);
     let stream = stream.clone();
@@ -162,6 +182,9 @@ pub(crate) async fn start_request(
         conn.finish_request(&id);
         if own {
             let _ = conn.end_stream(&stream).await;
+        }
+        if let (true, Some(c)) = (registered, &conn.cluster) {
+            let _ = c.store.finish_request(&c.node, &conn.session.id(), stream.id()).await;
         }
     });
 }

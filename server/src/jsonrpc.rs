@@ -17,6 +17,10 @@ pub mod code {
     /// The session has `ServerConfig::max_inflight_requests` requests in
     /// flight already (a server error of the -32000 range; gapless's own).
     pub const TOO_MANY_IN_FLIGHT: i64 = -32009;
+    /// Cluster mode: the node running the request stopped before it
+    /// answered (its lease expired); whether the request took effect is
+    /// unknown (`docs/SPEC.md` §8.5).
+    pub const REQUEST_LOST: i64 = -32010;
 }
 
 /// A JSON-RPC error object.

@@ -214,19 +214,21 @@ impl McpServerBuilder {
             c.initialize_burst,
             c.max_sessions_per_client,
         ));
-        Ok(McpServer {
-            state: Arc::new(AppState {
-                hub,
-                host: self.host,
-                config: Arc::new(self.config),
-                identity: self.identity,
-                conns: Default::default(),
-                shutdown: CancellationToken::new(),
-                fairness,
-                path,
-                cluster,
-            }),
-        })
+        let state = Arc::new(AppState {
+            hub,
+            host: self.host,
+            config: Arc::new(self.config),
+            identity: self.identity,
+            conns: Default::default(),
+            shutdown: CancellationToken::new(),
+            fairness,
+            path,
+            cluster,
+        });
+        if let Some(c) = &state.cluster {
+            c.start(Arc::downgrade(&state), state.shutdown.clone());
+        }
+        Ok(McpServer { state })
     }
 }
 

@@ -50,6 +50,14 @@ impl AppState {
         Arc::ptr_eq(&c.session, &session).then(|| Arc::clone(c))
     }
 
+    /// This node's transport state of session `id`, whoever owns it (for
+    /// the cluster bus, whose messages come from other nodes' checked
+    /// requests).
+    pub(crate) fn local_conn(&self, id: &str) -> Option<Arc<Conn>> {
+        let id = SessionId::parse(id)?;
+        lock(&self.conns).get(&id).cloned()
+    }
+
     pub(crate) fn insert(&self, conn: Arc<Conn>) {
         lock(&self.conns).insert(conn.session.id(), conn);
     }
@@ -224,7 +232,7 @@ impl Conn {
     pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
         match &self.cluster {
             // The store has no pacing: the cluster's readers are on many
-            // nodes (`docs/SPEC.md` §8.6).
+            // nodes (`docs/SPEC.md` §8.7).
             Some(c) => self.append(c, pacer.stream().id(), bytes).await,
             None => Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?),
         }
@@ -347,7 +355,13 @@ impl Conn {
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, ClientRequestError> {
-        let id = Value::String(format!("s{}", self.next_request.fetch_add(1, Ordering::Relaxed)));
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        // Unique in the cluster: a response may arrive on any node, and
+        // each node's transport state of the session counts on its own.
+        let id = Value::String(match &self.cluster {
+            Some(c) => format!("s{}.{n}", &c.node[..8]),
+            None => format!("s{n}"),
+        });
         let key = id.to_string();
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(key.clone(), tx);
@@ -395,9 +409,14 @@ impl Conn {
         lock(&self.inflight).remove(&id.to_string());
     }
 
-    pub(crate) fn cancel_request(&self, id: &Value) {
-        if let Some(t) = lock(&self.inflight).get(&id.to_string()) {
-            t.cancel();
+    /// Cancels request `id` if it runs here; `false` if it does not.
+    pub(crate) fn cancel_request(&self, id: &Value) -> bool {
+        match lock(&self.inflight).get(&id.to_string()) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
         }
     }
 

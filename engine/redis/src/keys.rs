@@ -16,6 +16,32 @@ pub(crate) fn lease(prefix: &str, id: &SessionId, name: &str) -> String {
     format!("{prefix}{{{id}}}:lease:{name}")
 }
 
+/// The sorted set of nodes (score: their last heartbeat, ms).
+pub(crate) fn nodes(prefix: &str) -> String {
+    format!("{prefix}nodes")
+}
+
+/// A node's lease: present while the node is alive.
+pub(crate) fn node_alive(prefix: &str, node: &str) -> String {
+    format!("{prefix}node:{node}:alive")
+}
+
+/// A node's open requests: `<session id>|<stream>` -> the request's JSON-RPC id.
+pub(crate) fn node_requests(prefix: &str, node: &str) -> String {
+    format!("{prefix}node:{node}:requests")
+}
+
+/// The lock a reaper holds while it answers a dead node's requests.
+pub(crate) fn reap_lock(prefix: &str, node: &str) -> String {
+    format!("{prefix}reap:{node}")
+}
+
+/// The cluster-wide bus: responses to server → client requests and
+/// cancellations, for whichever node runs the request.
+pub(crate) fn bus(prefix: &str) -> String {
+    format!("{prefix}bus")
+}
+
 /// The channel a session's changes are announced on (`lua/lib.lua`).
 pub(crate) fn channel(prefix: &str, id: &SessionId) -> String {
     format!("{prefix}{{{id}}}:n")

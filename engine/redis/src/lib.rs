@@ -30,6 +30,7 @@
 
 mod facts;
 mod keys;
+mod nodes;
 mod notify;
 mod scripts;
 mod store;

@@ -5,14 +5,14 @@
 //! because announcements made meanwhile were lost, and the followers read
 //! the log to catch up.
 
-use crate::keys::{channel, session_of_channel};
+use crate::keys::{bus, channel, session_of_channel};
 use futures_util::StreamExt as _;
 use gapless::SessionId;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{broadcast, mpsc, Notify};
 
 enum Cmd {
     Subscribe(SessionId),
@@ -36,6 +36,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Notifier {
     table: Table,
     tx: mpsc::UnboundedSender<Cmd>,
+    bus: broadcast::Sender<bytes::Bytes>,
 }
 
 impl fmt::Debug for Notifier {
@@ -87,8 +88,16 @@ impl Notifier {
         let client = redis::Client::open(url).map_err(|e| crate::StoreError::BadUrl(e.to_string()))?;
         let table: Table = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client, prefix.to_owned(), Arc::clone(&table), rx));
-        Ok(Notifier { table, tx })
+        let (bus, _) = broadcast::channel(1024);
+        tokio::spawn(run(client, prefix.to_owned(), Arc::clone(&table), rx, bus.clone()));
+        Ok(Notifier { table, tx, bus })
+    }
+
+    /// The messages of the cluster-wide bus (`RedisStore::publish_bus`), as
+    /// they arrive; at most once each (pub/sub keeps nothing for a node
+    /// that is not connected).
+    pub fn bus(&self) -> broadcast::Receiver<bytes::Bytes> {
+        self.bus.subscribe()
     }
 
     /// Watches session `id`.
@@ -106,7 +115,14 @@ impl Notifier {
     }
 }
 
-async fn run(client: redis::Client, prefix: String, table: Table, mut rx: mpsc::UnboundedReceiver<Cmd>) {
+async fn run(
+    client: redis::Client,
+    prefix: String,
+    table: Table,
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+    bus_tx: broadcast::Sender<bytes::Bytes>,
+) {
+    let bus_channel = bus(&prefix);
     let mut backoff = Duration::from_millis(50);
     loop {
         let pubsub = match client.get_async_pubsub().await {
@@ -126,7 +142,7 @@ async fn run(client: redis::Client, prefix: String, table: Table, mut rx: mpsc::
         // Subscribe to everything watched now, then wake every watcher:
         // whatever was announced while no connection was up is lost.
         let ids: Vec<SessionId> = lock(&table).keys().copied().collect();
-        let mut ok = true;
+        let mut ok = sink.subscribe(&bus_channel).await.is_ok();
         for id in &ids {
             ok &= sink.subscribe(channel(&prefix, id)).await.is_ok();
         }
@@ -150,6 +166,10 @@ async fn run(client: redis::Client, prefix: String, table: Table, mut rx: mpsc::
                 }
                 msg = stream.next() => {
                     let Some(msg) = msg else { break };
+                    if msg.get_channel_name() == bus_channel {
+                        let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
+                        continue;
+                    }
                     if let Some(id) = session_of_channel(&prefix, msg.get_channel_name()) {
                         if let Some(w) = lock(&table).get(&id) {
                             w.notify.notify_one();

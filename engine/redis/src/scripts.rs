@@ -37,6 +37,7 @@ pub(crate) struct Scripts {
     pub(crate) attach: Script,
     pub(crate) set_version: Script,
     pub(crate) marks: Script,
+    pub(crate) orphan: Script,
     /// A lease key (one key, not a session's five): take it if free or
     /// ours (ARGV: holder, ms), refresh it if ours, or drop it if ours.
     pub(crate) lease_take: Script,
@@ -59,6 +60,7 @@ impl Scripts {
             attach: script(include_str!("lua/attach.lua")),
             set_version: script(include_str!("lua/set_version.lua")),
             marks: script(include_str!("lua/marks.lua")),
+            orphan: script(include_str!("lua/orphan.lua")),
             lease_take: Script::new(LEASE_TAKE),
             lease_drop: Script::new(LEASE_DROP),
         }
@@ -66,7 +68,7 @@ impl Scripts {
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 15] {
+    pub(crate) fn all(&self) -> [&Script; 16] {
         [
             &self.create,
             &self.lookup,
@@ -81,6 +83,7 @@ impl Scripts {
             &self.attach,
             &self.set_version,
             &self.marks,
+            &self.orphan,
             &self.lease_take,
             &self.lease_drop,
         ]

@@ -232,9 +232,9 @@ pub struct StoredEvent {
 /// re-established in the background when it drops).
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
-    config: Arc<StoreConfig>,
-    scripts: Arc<Scripts>,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) config: Arc<StoreConfig>,
+    pub(crate) scripts: Arc<Scripts>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -288,7 +288,12 @@ impl RedisStore {
         &self.config
     }
 
-    async fn call(&self, script: &Script, id: &SessionId, args: &[&[u8]]) -> Result<Vec<Value>, StoreError> {
+    pub(crate) async fn call(
+        &self,
+        script: &Script,
+        id: &SessionId,
+        args: &[&[u8]],
+    ) -> Result<Vec<Value>, StoreError> {
         let mut inv = script.prepare_invoke();
         for k in session_keys(&self.config.prefix, id) {
             inv.key(k);

@@ -308,3 +308,121 @@ fn bad_redis_urls_exit_2() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+async fn call_tool(url: &str, sid: &str, id: u64, name: &str, args: Value) -> reqwest::Response {
+    post(
+        url,
+        Some(sid),
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":args}}),
+    )
+    .await
+}
+
+/// `kill -9` of the node running a tool call: a resume on another node
+/// gets exactly cursor+1…head of what the dead node published, then the
+/// explicit JSON-RPC error for the orphaned request, within the bound
+/// (`docs/SPEC.md` §8.5: lease 3 s + reaper 1 s), and the stream ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_leaves_no_request_unanswered() {
+    let redis = RedisServer::start(&[]);
+    let mut a = Node::start(&redis.url(), &[]);
+    let b = Node::start(&redis.url(), &[]);
+    let sid = initialize(&b.url).await;
+    // A long call on node a: 2000 events, 5 ms apart.
+    let r = call(&a.url, &sid, 7, json!({"count": 2000, "interval_ms": 5})).await;
+    let mut sse = SseReader::new(r);
+    let (mut got, mut cursor) = (vec![], None);
+    while got.len() < 20 {
+        let e = sse.next().await.unwrap();
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    drop(sse);
+    let r = get(&b.url, &sid, cursor.as_deref()).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let mut answer = None;
+    // Keep-alive comments would keep a stream without an end open forever:
+    // the bound is the test's own deadline.
+    tokio::time::timeout(Duration::from_secs(15), async {
+        while let Some(e) = sse.next().await {
+            if let Some(n) = e.emit_seq() {
+                got.push(n);
+            } else if let Some(m) = e.json() {
+                answer = Some(m);
+            }
+        }
+    })
+    .await
+    .expect("the resumed stream of the orphaned request ended");
+    let took = killed.elapsed();
+    let n = got.len() as u64;
+    assert!(n < 2000, "the node was killed mid-call");
+    assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what it published, once, in order");
+    let answer = answer.expect("an answer for the orphaned request");
+    assert_eq!(answer["id"], json!(7));
+    assert_eq!(answer["error"]["code"], json!(-32010), "{answer}");
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+}
+
+/// The client's response to a server → client request (sampling), POSTed
+/// to another node than the one waiting for it, reaches that node: the
+/// tool completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_to_the_server_reaches_the_node_waiting_for_it() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let r = call_tool(&a.url, &sid, 5, "test_sampling", json!({"prompt": "hi"})).await;
+    let mut sse = SseReader::new(r);
+    let request = loop {
+        let e = sse.next().await.expect("the sampling request");
+        if let Some(m) = e.json().filter(|m| m["method"] == "sampling/createMessage") {
+            break m;
+        }
+    };
+    let reply = json!({"jsonrpc":"2.0","id":request["id"],"result":{"role":"assistant","content":{"type":"text","text":"from b"},"model":"m"}});
+    assert_eq!(post(&b.url, Some(&sid), reply).await.status(), 202);
+    let mut result = None;
+    while let Some(e) = sse.next().await {
+        if let Some(m) = e.json().filter(|m| m["id"] == json!(5)) {
+            result = Some(m);
+        }
+    }
+    let result = result.expect("the tool's result");
+    assert_eq!(result["result"]["content"][0]["text"], json!("LLM response: from b"), "{result}");
+}
+
+/// `notifications/cancelled` sent to another node than the one running the
+/// request cancels it: its stream ends without a result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_reaches_the_node_running_the_request() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let r = call(&a.url, &sid, 9, json!({"count": 4000, "interval_ms": 5})).await;
+    let mut sse = SseReader::new(r);
+    for _ in 0..5 {
+        sse.next().await.unwrap();
+    }
+    let cancel =
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"test"}});
+    let sent = Instant::now();
+    assert_eq!(post(&b.url, Some(&sid), cancel).await.status(), 202);
+    let (mut seqs, mut result) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        if let Some(n) = e.emit_seq() {
+            seqs.push(n);
+        } else if let Some(m) = e.json().filter(|m| m["id"] == json!(9)) {
+            result = Some(m);
+        }
+    }
+    assert!(result.is_none(), "a cancelled request gets no response: {result:?}");
+    assert!(seqs.len() < 3990, "the request ran on after the cancellation");
+    assert!(sent.elapsed() < Duration::from_secs(10));
+}

@@ -77,7 +77,17 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
             Ok(StatusCode::ACCEPTED.into_response())
         }
         Incoming::Response { id, outcome } => {
-            conn.deliver_response(&id, outcome);
+            if !conn.deliver_response(&id, outcome.clone()) {
+                // In a cluster the request may wait on another node.
+                if let Some(c) = &conn.cluster {
+                    let (result, error) = match outcome {
+                        Ok(r) => (Some(r), None),
+                        Err(e) => (None, Some(e)),
+                    };
+                    let sid = conn.session.id().to_string();
+                    c.broadcast(&crate::cluster::BusMessage::Response { sid, id, result, error }).await;
+                }
+            }
             Ok(StatusCode::ACCEPTED.into_response())
         }
         Incoming::Request { id, method, params } => {

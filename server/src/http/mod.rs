@@ -10,7 +10,7 @@
 //!
 //! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes and
 //! the standalone stream from the store; the migration and legacy routes
-//! are not served there yet (§8.6).
+//! are not served there yet (§8.7).
 
 mod cluster;
 mod endpoint;

@@ -32,47 +32,11 @@ for k = 0, n - 1 do
     recs[sid] = r
   end
 end
-local first_seq = m.head + 1
-local old_oldest = m.oldest
-local lens = {}
-local function len_of(seq)
-  if lens[seq] then
-    return lens[seq]
-  end
-  local e = entry_get(seq)
-  return #e['p']
-end
+local events = {}
 for k = 0, n - 1 do
-  local sid, nonce, payload = ARGV[2 + 3 * k], ARGV[3 + 3 * k], ARGV[4 + 3 * k]
-  local len = #payload
-  local seq = m.head + 1
-  if seq - m.oldest >= m.cap then
-    m.bytes = m.bytes - len_of(m.oldest)
-    m.oldest = m.oldest + 1
-  end
-  while m.bytes + len > m.budget do
-    m.bytes = m.bytes - len_of(m.oldest)
-    m.oldest = m.oldest + 1
-  end
-  local r = recs[sid]
-  local prev = r.high
-  local index = r.published + 1
-  if prev == 0 then
-    r.first = seq
-  end
-  r.published = index
-  r.high = seq
-  redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
-  lens[seq] = len
-  m.bytes = m.bytes + len
-  m.head = seq
+  events[#events + 1] = { ARGV[2 + 3 * k], ARGV[3 + 3 * k], ARGV[4 + 3 * k] }
 end
-for sid, r in pairs(recs) do
-  redis.call('HSET', S, sid, rec_str(r))
-end
-if m.oldest > old_oldest then
-  redis.call('XTRIM', L, 'MINID', fmt(m.oldest) .. '-0')
-end
+local first_seq = write_events(m, recs, events)
 meta_put(m)
 touch(m)
 announce(fmt(m.head))

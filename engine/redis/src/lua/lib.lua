@@ -132,3 +132,52 @@ local function entry_get(seq)
   end
   return fields(r[1][2])
 end
+
+-- Writes `events` ({stream, nonce, payload} each, validated by the caller:
+-- their streams' records are in `recs`, not ended, each payload within the
+-- budget) at the next seqs, trimming the window by events and by bytes
+-- exactly as the ring's Producer::publish evicts; updates `m` and the
+-- records (the caller stores `m`). Returns the first seq written.
+local function write_events(m, recs, events)
+  local first_seq = m.head + 1
+  local old_oldest = m.oldest
+  local lens = {}
+  local function len_of(seq)
+    if lens[seq] then
+      return lens[seq]
+    end
+    return #entry_get(seq)['p']
+  end
+  for _, ev in ipairs(events) do
+    local sid, nonce, payload = ev[1], ev[2], ev[3]
+    local len = #payload
+    local seq = m.head + 1
+    if seq - m.oldest >= m.cap then
+      m.bytes = m.bytes - len_of(m.oldest)
+      m.oldest = m.oldest + 1
+    end
+    while m.bytes + len > m.budget do
+      m.bytes = m.bytes - len_of(m.oldest)
+      m.oldest = m.oldest + 1
+    end
+    local r = recs[sid]
+    local prev = r.high
+    local index = r.published + 1
+    if prev == 0 then
+      r.first = seq
+    end
+    r.published = index
+    r.high = seq
+    redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
+    lens[seq] = len
+    m.bytes = m.bytes + len
+    m.head = seq
+  end
+  for sid, r in pairs(recs) do
+    redis.call('HSET', S, sid, rec_str(r))
+  end
+  if m.oldest > old_oldest then
+    redis.call('XTRIM', L, 'MINID', fmt(m.oldest) .. '-0')
+  end
+  return first_seq
+end

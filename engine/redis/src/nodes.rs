@@ -1,0 +1,121 @@
+//! Nodes, their leases and their open requests (`docs/SPEC.md` §8.5): a
+//! node refreshes its lease while it runs and registers each request it is
+//! running; when a lease expires, a surviving node answers every request the
+//! dead node left open with an explicit error and ends its stream, in one
+//! script per request ([`RedisStore::reap`]).
+
+use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock};
+use crate::store::{random_u64, text, RedisStore, StoreError};
+use gapless::{SessionId, StreamId};
+use redis::AsyncCommands as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl RedisStore {
+    async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> Result<T, StoreError> {
+        let mut c = self.conn.clone();
+        tokio::time::timeout(self.config.timeout, cmd.query_async(&mut c))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
+            .map_err(StoreError::from)
+    }
+
+    /// Renews node `node`'s lease for `ttl` (call it several times per `ttl`).
+    pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<(), StoreError> {
+        let p = &self.config.prefix;
+        let ms = (ttl.as_millis() as u64).max(1);
+        self.cmd::<()>(redis::cmd("SET").arg(node_alive(p, node)).arg(1).arg("PX").arg(ms)).await?;
+        self.cmd::<()>(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms()).arg(node)).await
+    }
+
+    /// Ends node `node`'s lease now (a clean shutdown): its open requests
+    /// are answered by the next reaper.
+    pub async fn leave(&self, node: &str) -> Result<(), StoreError> {
+        self.cmd::<()>(redis::cmd("DEL").arg(node_alive(&self.config.prefix, node))).await
+    }
+
+    /// Records that `node` runs request `request_id` (its JSON-RPC id, as
+    /// JSON) on `stream` of session `id`.
+    pub async fn register_request(
+        &self,
+        node: &str,
+        id: &SessionId,
+        stream: StreamId,
+        request_id: &str,
+    ) -> Result<(), StoreError> {
+        let key = node_requests(&self.config.prefix, node);
+        self.cmd(redis::cmd("HSET").arg(key).arg(format!("{id}|{}", stream.0)).arg(request_id)).await
+    }
+
+    /// Forgets a request registered with [`RedisStore::register_request`]
+    /// (its stream has its answer).
+    pub async fn finish_request(
+        &self,
+        node: &str,
+        id: &SessionId,
+        stream: StreamId,
+    ) -> Result<(), StoreError> {
+        let key = node_requests(&self.config.prefix, node);
+        self.cmd(redis::cmd("HDEL").arg(key).arg(format!("{id}|{}", stream.0))).await
+    }
+
+    /// Answers the open requests of every node whose lease expired (other
+    /// than `me`): `answer(request_id)` is the JSON-RPC error each gets on
+    /// its stream, which then ends. Returns how many were answered. One
+    /// reaper per dead node at a time (a lock in the store); what a reaper
+    /// that dies half-way left is answered by the next, never twice.
+    pub async fn reap(&self, me: &str, answer: impl Fn(&str) -> bytes::Bytes) -> Result<usize, StoreError> {
+        let p = self.config.prefix.clone();
+        let members: Vec<String> = self.cmd(redis::cmd("ZRANGE").arg(nodes(&p)).arg(0).arg(-1)).await?;
+        let mut answered = 0;
+        for node in members.iter().filter(|n| n.as_str() != me) {
+            let alive: bool = self.cmd(redis::cmd("EXISTS").arg(node_alive(&p, node))).await?;
+            if alive {
+                continue;
+            }
+            let locked: Option<String> = self
+                .cmd(redis::cmd("SET").arg(reap_lock(&p, node)).arg(me).arg("NX").arg("PX").arg(10_000))
+                .await?;
+            if locked.is_none() {
+                continue; // another node reaps it
+            }
+            let open: Vec<(String, String)> =
+                self.cmd(redis::cmd("HGETALL").arg(node_requests(&p, node))).await?;
+            for (field, request_id) in open {
+                let Some((sid, stream)) = field.split_once('|') else { continue };
+                let (Some(sid), Ok(stream)) = (SessionId::parse(sid), stream.parse::<u64>()) else {
+                    continue;
+                };
+                let payload = answer(&request_id);
+                let nonce = format!("{:016x}", random_u64());
+                let r = self
+                    .call(
+                        &self.scripts.orphan,
+                        &sid,
+                        &[stream.to_string().as_bytes(), nonce.as_bytes(), &payload],
+                    )
+                    .await?;
+                if text(&r[0])? == "ok" {
+                    answered += 1;
+                }
+                self.cmd::<()>(redis::cmd("HDEL").arg(node_requests(&p, node)).arg(&field)).await?;
+            }
+            self.cmd::<()>(redis::cmd("ZREM").arg(nodes(&p)).arg(node)).await?;
+            self.cmd::<()>(redis::cmd("DEL").arg(reap_lock(&p, node))).await?;
+        }
+        Ok(answered)
+    }
+
+    /// Publishes `msg` on the cluster-wide bus (every node's [`crate::Notifier`]
+    /// hands it to its bus receivers).
+    pub async fn publish_bus(&self, msg: &[u8]) -> Result<(), StoreError> {
+        let mut c = self.conn.clone();
+        let _: i64 = tokio::time::timeout(self.config.timeout, c.publish(bus(&self.config.prefix), msg))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        Ok(())
+    }
+}
