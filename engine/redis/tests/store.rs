@@ -307,16 +307,22 @@ async fn followers_attach_tail_and_are_woken() {
     assert_eq!(got, [((3, 0), "3:c".to_owned()), ((3, 1), "end 3".to_owned())]);
     assert_eq!(s.tail(&id, (3, 1), 10).await.unwrap().unwrap().entries, []);
     // Redis restarts: the watch is woken (announcements may have been lost).
+    // Drain the wake-up the writes above may have left.
+    let _ = tokio::time::timeout(Duration::from_millis(100), watch.changed()).await;
     redis.restart();
-    tokio::time::timeout(Duration::from_secs(5), async {
-        loop {
-            watch.changed().await;
-            // Woken for the reconnection (the session is gone: it kept nothing).
-            if s.tail(&id, (3, 1), 10).await.map(|t| t.is_none()).unwrap_or(false) {
+    tokio::time::timeout(Duration::from_secs(5), watch.changed())
+        .await
+        .expect("woken after the reconnection");
+    // The follower then reads again: the session is gone (it kept nothing).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match s.tail(&id, (3, 1), 10).await {
+            Ok(t) => {
+                assert_eq!(t, None);
                 break;
             }
+            Err(e) => assert!(std::time::Instant::now() < deadline, "the store did not come back: {e}"),
         }
-    })
-    .await
-    .expect("woken after the reconnection");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
