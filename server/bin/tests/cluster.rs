@@ -426,3 +426,145 @@ async fn a_cancellation_reaches_the_node_running_the_request() {
     assert!(seqs.len() < 3990, "the request ran on after the cancellation");
     assert!(sent.elapsed() < Duration::from_secs(10));
 }
+
+/// A TCP forwarder on a free loopback port whose target can be switched
+/// (what a failover looks like to a node: the same address, another
+/// server). Switching cuts every open connection.
+struct Switch {
+    port: u16,
+    target: std::sync::Arc<std::sync::atomic::AtomicU16>,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Switch {
+    async fn start(target: u16) -> Switch {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let t = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(target));
+        let g = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (t2, g2) = (t.clone(), g.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else { return };
+                let (port, gen) = (t2.load(SeqCst), g2.load(SeqCst));
+                let g3 = g2.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+                        return;
+                    };
+                    let cut = async {
+                        while g3.load(SeqCst) == gen {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut => {}
+                    }
+                });
+            }
+        });
+        Switch { port, target: t, generation: g }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn switch_to(&self, port: u16) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.target.store(port, SeqCst);
+        self.generation.fetch_add(1, SeqCst);
+    }
+}
+
+async fn redis_cmd(port: u16, args: &[&str]) -> redis::Value {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/0")).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+/// A Redis primary with a replica. The replica lags (its replication link
+/// is cut: stopping the process would not do, the kernel would keep what
+/// the primary sent for it); the primary takes more events, which a client
+/// reads; the primary dies and the replica is promoted in its place. The client's cursor of an event the failover
+/// lost is refused `409 history_rewritten`, before and after new events
+/// reuse its seq: never an empty 200, never a replay of other events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_lost_events_is_refused_by_name() {
+    let mut primary = RedisServer::start(&[]);
+    let link = Switch::start(primary.port).await;
+    let replica_of = link.port.to_string();
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &replica_of]);
+    let switch = Switch::start(primary.port).await;
+    let (a, b) = (Node::start(&switch.url(), &[]), Node::start(&switch.url(), &[]));
+    let sid = initialize(&a.url).await;
+    // Batch 1, replicated.
+    let (mut seqs, mut kept) = (vec![], None);
+    let r = call(&a.url, &sid, 1, json!({"count": 10})).await;
+    drain(&mut SseReader::new(r), &mut seqs, &mut kept).await.expect("result");
+    let kept = kept.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = redis_cmd(replica.port, &["INFO", "replication"]).await;
+        let offset = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b)
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("slave_repl_offset:").or_else(|| l.strip_prefix("master_repl_offset:"))
+                })
+                .and_then(|x| x.trim().parse::<u64>().ok())
+                .unwrap_or(0),
+            redis::Value::VerbatimString { text, .. } => text
+                .lines()
+                .find_map(|l| l.strip_prefix("slave_repl_offset:"))
+                .and_then(|x| x.trim().parse::<u64>().ok())
+                .unwrap_or(0),
+            _ => 0,
+        };
+        let p = offset(&redis_cmd(primary.port, &["INFO", "replication"]).await);
+        if offset(&info) >= p && p > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The replica lags: batch 2 reaches the primary only.
+    link.switch_to(free_port());
+    let (mut seqs2, mut lost) = (vec![], None);
+    let r = call(&b.url, &sid, 2, json!({"count": 10})).await;
+    drain(&mut SseReader::new(r), &mut seqs2, &mut lost).await.expect("result");
+    let lost = lost.unwrap();
+    // The primary dies; the replica is promoted in its place.
+    primary.kill();
+    redis_cmd(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
+    switch.switch_to(replica.port);
+    // The lost cursor, beyond the new primary's head.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let body = loop {
+        let r = get(&a.url, &sid, Some(&lost)).await;
+        if r.status() == 409 {
+            break expect_error(r, 409, "history_rewritten").await;
+        }
+        assert!(r.status() == 503 || r.status() == 404, "while failing over: {}", r.status());
+        assert!(Instant::now() < deadline, "no answer after the failover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(body["cursor"], json!(lost));
+    // The kept cursor resumes (the stream ended with its result: replayed).
+    let r = get(&b.url, &sid, Some(&kept)).await;
+    assert_eq!(r.status(), 200, "a cursor the failover kept resumes");
+    // New events reuse the lost seqs: the lost cursor's check tells them apart.
+    let (mut s3, mut l3) = (vec![], None);
+    let r = call(&b.url, &sid, 3, json!({"count": 30})).await;
+    drain(&mut SseReader::new(r), &mut s3, &mut l3).await.expect("result after the failover");
+    assert!(seq_of(l3.as_ref().unwrap()) > seq_of(&lost), "the lost seq was reused");
+    for node in [&a, &b] {
+        expect_error(get(&node.url, &sid, Some(&lost)).await, 409, "history_rewritten").await;
+    }
+}
