@@ -181,6 +181,7 @@ impl Cluster {
             live: vec![StreamId(1)],
             position: (0, 0),
             version: String::new(),
+            migrated: false,
         };
         self.start_replica(hub, id, owner, &at, on_gone)
     }
@@ -219,6 +220,9 @@ impl Cluster {
         let session = hub.create_replica(id, at.ns, owner, Seq(at.head.0 + 1))?;
         if session.mirror_streams(&at.live, at.opened).is_err() {
             return Err(gapless::SessionError::Unknown);
+        }
+        if at.migrated {
+            session.set_migrated();
         }
         let (tx, rx) = watch::channel(at.head.0);
         let stop = CancellationToken::new();
@@ -363,6 +367,17 @@ pub(crate) enum BusMessage {
         /// The cancelled request's JSON-RPC id.
         id: serde_json::Value,
     },
+    /// A migration ticket was issued: the session's SSE streams end on
+    /// every node (`docs/SPEC.md` §4.3).
+    Migrating {
+        /// The session.
+        sid: String,
+    },
+    /// A socket redeemed a ticket: the session is migrated on every node.
+    Migrated {
+        /// The session.
+        sid: String,
+    },
 }
 
 fn on_bus(state: &crate::state::AppState, msg: &[u8]) {
@@ -383,6 +398,17 @@ fn on_bus(state: &crate::state::AppState, msg: &[u8]) {
         BusMessage::Cancel { sid, id } => {
             if let Some(conn) = state.local_conn(&sid) {
                 conn.cancel_request(&id);
+            }
+        }
+        BusMessage::Migrating { sid } => {
+            if let Some(conn) = state.local_conn(&sid) {
+                conn.end_all_sse_streams();
+            }
+        }
+        BusMessage::Migrated { sid } => {
+            if let Some(conn) = state.local_conn(&sid) {
+                conn.session.set_migrated();
+                conn.end_all_sse_streams();
             }
         }
     }

@@ -232,7 +232,7 @@ impl Conn {
     pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
         match &self.cluster {
             // The store has no pacing: the cluster's readers are on many
-            // nodes (`docs/SPEC.md` §8.7).
+            // nodes (`docs/SPEC.md` §8.8).
             Some(c) => self.append(c, pacer.stream().id(), bytes).await,
             None => Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?),
         }

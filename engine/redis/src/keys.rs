@@ -4,10 +4,15 @@
 
 use gapless::SessionId;
 
-/// The five keys of one session, in the order every script takes them.
-pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 5] {
+/// The six keys of one session, in the order every script takes them.
+pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 6] {
     let base = format!("{prefix}{{{id}}}");
-    [format!("{base}:m"), format!("{base}:l"), format!("{base}:s"), format!("{base}:t"), format!("{base}:o")]
+    ["m", "l", "s", "t", "o", "k"].map(|part| format!("{base}:{part}"))
+}
+
+/// A migration ticket's index entry: the session it belongs to.
+pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
+    format!("{prefix}ticket:{ticket}")
 }
 
 /// A lease key of the session (in its hash slot; deleting the session

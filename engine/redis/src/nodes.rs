@@ -15,7 +15,7 @@ fn now_ms() -> u64 {
 }
 
 impl RedisStore {
-    async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> Result<T, StoreError> {
+    pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> Result<T, StoreError> {
         let mut c = self.conn.clone();
         tokio::time::timeout(self.config.timeout, cmd.query_async(&mut c))
             .await

@@ -38,6 +38,8 @@ pub(crate) struct Scripts {
     pub(crate) set_version: Script,
     pub(crate) marks: Script,
     pub(crate) orphan: Script,
+    pub(crate) issue_ticket: Script,
+    pub(crate) redeem_ticket: Script,
     /// A lease key (one key, not a session's five): take it if free or
     /// ours (ARGV: holder, ms), refresh it if ours, or drop it if ours.
     pub(crate) lease_take: Script,
@@ -61,6 +63,8 @@ impl Scripts {
             set_version: script(include_str!("lua/set_version.lua")),
             marks: script(include_str!("lua/marks.lua")),
             orphan: script(include_str!("lua/orphan.lua")),
+            issue_ticket: script(include_str!("lua/issue_ticket.lua")),
+            redeem_ticket: script(include_str!("lua/redeem_ticket.lua")),
             lease_take: Script::new(LEASE_TAKE),
             lease_drop: Script::new(LEASE_DROP),
         }
@@ -68,7 +72,7 @@ impl Scripts {
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 16] {
+    pub(crate) fn all(&self) -> [&Script; 18] {
         [
             &self.create,
             &self.lookup,
@@ -84,6 +88,8 @@ impl Scripts {
             &self.set_version,
             &self.marks,
             &self.orphan,
+            &self.issue_ticket,
+            &self.redeem_ticket,
             &self.lease_take,
             &self.lease_drop,
         ]

@@ -160,6 +160,8 @@ pub struct StoredSession {
     pub ns: Namespace,
     /// The negotiated protocol version (empty until known).
     pub version: String,
+    /// A WebSocket redeemed a ticket of it (`docs/SPEC.md` §4.3).
+    pub migrated: bool,
 }
 
 /// Where a new follower of a session (a node's local replica) starts.
@@ -178,6 +180,8 @@ pub struct Attach {
     pub position: Position,
     /// The negotiated protocol version.
     pub version: String,
+    /// A WebSocket redeemed a ticket of it.
+    pub migrated: bool,
 }
 
 /// A position in a session's log: `(seq, k)` of entry id `<seq>-<k>`
@@ -349,7 +353,7 @@ impl RedisStore {
             ],
         )
         .await?;
-        Ok(StoredSession { id, ns, version: version.to_owned() })
+        Ok(StoredSession { id, ns, version: version.to_owned(), migrated: false })
     }
 
     /// Records the session's negotiated protocol version.
@@ -365,7 +369,7 @@ impl RedisStore {
     pub async fn attach(&self, id: &SessionId, owner: Option<&str>) -> Result<Option<Attach>, StoreError> {
         let (flag, owner) = owner_args(owner);
         let r = self.call(&self.scripts.attach, id, &[flag, owner]).await?;
-        if text(&r[0])? != "ok" || r.len() != 8 {
+        if text(&r[0])? != "ok" || r.len() != 9 {
             return Ok(None);
         }
         let live = match &r[7] {
@@ -379,6 +383,7 @@ impl RedisStore {
             position: (int(r.get(4))?, int(r.get(5))?),
             version: text(&r[6])?,
             live,
+            migrated: int(r.get(8))? == 1,
         }))
     }
 
@@ -440,6 +445,7 @@ impl RedisStore {
             id: *id,
             ns: namespace(r.get(1))?,
             version: text(r.get(3).unwrap_or(&Value::Nil))?,
+            migrated: int(r.get(4))? == 1,
         }))
     }
 
@@ -575,6 +581,60 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Issues migration ticket `ticket` for cursor seq `cursor`, valid for
+    /// `ttl`, at most `max` outstanding per session; indexes it so that a
+    /// socket on any node finds its session.
+    pub async fn issue_ticket(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+        ticket: &str,
+        cursor: Seq,
+        ttl: Duration,
+        max: usize,
+    ) -> Result<Result<(), gapless::session::TicketError>, StoreError> {
+        let (flag, o) = owner_args(owner);
+        let (c, t, m) = (cursor.0.to_string(), ms(ttl).to_string(), max.to_string());
+        let r = self
+            .call(
+                &self.scripts.issue_ticket,
+                id,
+                &[flag, o, ticket.as_bytes(), c.as_bytes(), t.as_bytes(), m.as_bytes()],
+            )
+            .await?;
+        match text(&r[0])?.as_str() {
+            "ok" => {
+                let key = crate::keys::ticket(&self.config.prefix, ticket);
+                self.cmd::<()>(redis::cmd("SET").arg(key).arg(id.to_string()).arg("PX").arg(ms(ttl))).await?;
+                Ok(Ok(()))
+            }
+            "too_many" => Ok(Err(gapless::session::TicketError::TooMany { max })),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Redeems a ticket (once) for `owner`: its session and cursor seq.
+    pub async fn redeem_ticket(
+        &self,
+        ticket: &str,
+        owner: Option<&str>,
+    ) -> Result<Result<(SessionId, Seq), gapless::session::TicketError>, StoreError> {
+        use gapless::session::TicketError;
+        let key = crate::keys::ticket(&self.config.prefix, ticket);
+        let sid: Option<String> = self.cmd(redis::cmd("GETDEL").arg(key)).await?;
+        let Some(id) = sid.as_deref().and_then(SessionId::parse) else {
+            return Ok(Err(TicketError::Unknown));
+        };
+        let (flag, o) = owner_args(owner);
+        let r = self.call(&self.scripts.redeem_ticket, &id, &[ticket.as_bytes(), flag, o]).await?;
+        Ok(match text(&r[0])?.as_str() {
+            "ok" => Ok((id, Seq(int(r.get(1))?))),
+            "expired" => Err(TicketError::Expired),
+            "foreign" => Err(TicketError::Foreign),
+            _ => Err(TicketError::Unknown),
+        })
+    }
+
     /// Deletes the session if `owner` may see it; returns whether it did.
     pub async fn delete(&self, id: &SessionId, owner: Option<&str>) -> Result<bool, StoreError> {
         let (flag, owner) = owner_args(owner);
@@ -625,6 +685,26 @@ impl RedisStore {
         let q = Seq(int(r.get(17))?);
         let facts = facts::parse(&r, Some((q, stream)))?;
         Ok(Some(gapless::session::SessionFacts::replay_stream(&facts, stream, q)))
+    }
+
+    /// Whether the window still holds every event after `after` (a
+    /// redeemed ticket's cursor): the plan of the socket's replay. `None`
+    /// when the caller sees no such session.
+    pub async fn session_backlog(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+        after: Seq,
+    ) -> Result<Option<Result<ReplayPlan, gapless::ring::SnapshotError>>, StoreError> {
+        let (flag, owner) = owner_args(owner);
+        let q = after.0.to_string();
+        // Mode "stream" with no stream: the bounds only, no window scan.
+        let r = self.call(&self.scripts.facts, id, &[flag, owner, b"stream", q.as_bytes(), b"0"]).await?;
+        if text(&r[0])? != "ok" {
+            return Ok(None);
+        }
+        let facts = facts::parse(&r, None)?;
+        Ok(Some(gapless::session::SessionFacts::replay_session(&facts, after)))
     }
 
     /// A resume on the store: rows 1 and 2 (a session id, a session this

@@ -568,3 +568,88 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
         expect_error(get(&node.url, &sid, Some(&lost)).await, 409, "history_rewritten").await;
     }
 }
+
+/// A WebSocket migration with its upgrade on one node and its socket on
+/// another: the socket's first frame is cursor+1, frames are dense, a
+/// request over the socket streams live, and the session is migrated on
+/// every node (POSTs get 409 `session_migrated`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_upgrades_on_one_node_and_attaches_on_another() {
+    use futures_util::SinkExt;
+    let redis = RedisServer::start(&[]);
+    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &[])).collect();
+    let sid = initialize(&nodes[0].url).await;
+    // 30 events; the client processed up to the 10th.
+    let r = call(&nodes[1].url, &sid, 1, json!({"count": 30})).await;
+    let mut sse = SseReader::new(r);
+    let mut ids = vec![];
+    while let Some(e) = sse.next().await {
+        if e.emit_seq().is_some() {
+            ids.push(e.id.unwrap());
+        }
+    }
+    let cursor = ids[9].clone();
+    let r = http()
+        .post(format!("{}/session/{sid}/upgrade", nodes[2].url))
+        .header("content-type", "application/json")
+        .body(json!({"cursor": cursor}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let grant: Value = r.json().await.unwrap();
+    assert_eq!(grant["replay_from"], json!(ids[10]), "{grant}");
+    let host = nodes[0].url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let ws_url = format!("ws://{host}{}", grant["websocket"].as_str().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("socket on another node");
+    let mut seqs = vec![];
+    while seqs.len() < 20 + 1 {
+        // the 20 replayed events, then the call's result
+        let (seq, _, msg) = common::frame(&mut ws).await.expect("a frame");
+        seqs.push((seq, msg));
+    }
+    let first = seq_of(&ids[10]);
+    for (i, (seq, _)) in seqs.iter().enumerate() {
+        assert_eq!(*seq, first + i as u64, "dense from cursor+1");
+    }
+    assert!(seqs.last().unwrap().1.get("result").is_some(), "the call's result follows its events");
+    // A request over the socket: its events arrive live, then its result.
+    let call = json!({"message": {"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":5}}}});
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(call.to_string().into())).await.unwrap();
+    let mut got = vec![];
+    loop {
+        let (_, _, msg) = common::frame(&mut ws).await.expect("a frame");
+        if let Some(n) = msg["params"]["data"]["seq"].as_u64() {
+            got.push(n);
+        }
+        if msg["id"] == json!(2) && msg.get("result").is_some() {
+            break;
+        }
+    }
+    assert_eq!(got, [1, 2, 3, 4, 5]);
+    // Migrated everywhere.
+    for node in &nodes {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let r = call_tool(&node.url, &sid, 9, "emit_events", json!({"count": 1})).await;
+            if r.status() == 409 {
+                expect_error(r, 409, "session_migrated").await;
+                break;
+            }
+            assert!(Instant::now() < deadline, "a node still takes POSTs of a migrated session");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // A ticket is single-use, on every node.
+    let again = format!("ws://{host}{}", grant["websocket"].as_str().unwrap());
+    let r = http()
+        .get(again.replace("ws://", "http://"))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, 403, "ticket_invalid").await;
+}

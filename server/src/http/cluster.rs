@@ -41,8 +41,11 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan) -> Result<Feed, Option<ApiErr
             .retry_after(1),
         ));
     }
-    let stream = plan.stream.expect("stream replays");
-    let live: Option<Subscription> = match conn.session.subscribe_stream(stream, plan.to) {
+    let live = match plan.stream {
+        Some(stream) => conn.session.subscribe_stream(stream, plan.to),
+        None => Subscription::after(conn.session.reader(), plan.to),
+    };
+    let live: Option<Subscription> = match live {
         Ok(sub) => Some(sub),
         // The stream was over before this node followed the session.
         Err(SnapshotError::UnknownStream { .. }) => None,
@@ -160,4 +163,85 @@ pub(super) async fn open_standalone(
         ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
             .retry_after(1),
     ))
+}
+
+/// `POST P/session/{id}/upgrade` in cluster mode: the migration check on the
+/// store's facts, then a ticket in the store (any node's socket redeems it).
+/// Returns the ticket, the id of the first event to replay and how many.
+pub(super) async fn upgrade(
+    state: &Arc<AppState>,
+    req: ResumeRequest<'_>,
+) -> Result<(String, Option<String>, u64), ApiError> {
+    let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
+    let conn = state.find_conn(sid, req.owner).await?.ok_or_else(ApiError::unknown_session)?;
+    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
+    let d = c.store.resume(req, Target::Session).await?;
+    let id = conn.session.id();
+    let ticket = gapless::SessionId::random().to_string(); // 128 random bits, a ticket's shape
+    let hub = state.hub.config();
+    c.store
+        .issue_ticket(&id, req.owner, &ticket, d.after, hub.ticket_ttl, hub.max_tickets)
+        .await
+        .map_err(|e| ApiError::store_unavailable(&e))?
+        .map_err(ApiError::from)?;
+    let first = ReplayPlan { to: d.replay.from.min(d.replay.to), ..d.replay };
+    let replay_from = match c.store.replay(&id, &first, 1).await {
+        Ok(events) => events.first().map(|e| {
+            gapless::EventId::new(conn.session.namespace(), e.stream, e.seq).with_check(e.check).to_string()
+        }),
+        Err(_) => None,
+    };
+    // Issuing a ticket ends the session's SSE streams, on every node.
+    conn.end_all_sse_streams();
+    c.broadcast(&crate::cluster::BusMessage::Migrating { sid: id.to_string() }).await;
+    Ok((ticket, replay_from, d.replay.to.0 - d.replay.after.0))
+}
+
+/// `GET P/ws?ticket=T` in cluster mode: the ticket redeemed in the store
+/// (once, by its caller), the gap after its cursor checked again (the store
+/// pins nothing: a gap trimmed since the ticket was issued is refused with
+/// the numbers), then the store's replay and the replica's live events of
+/// the whole session. The session is migrated on every node.
+pub(super) async fn redeem(
+    state: &Arc<AppState>,
+    ticket: &str,
+    owner: Option<&str>,
+) -> Result<(Arc<Conn>, Feed), ApiError> {
+    let c = Arc::clone(state.cluster.as_ref().expect("cluster mode"));
+    let (id, cursor) = c
+        .store
+        .redeem_ticket(ticket, owner)
+        .await
+        .map_err(|e| ApiError::store_unavailable(&e))?
+        .map_err(ApiError::from)?;
+    let conn = state.find_conn(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
+    for _ in 0..4 {
+        let plan =
+            match c.store.session_backlog(&id, owner, cursor).await {
+                Ok(Some(Ok(plan))) => plan,
+                Ok(Some(Err(SnapshotError::Evicted { oldest, missing, .. }))) => return Err(ApiError::new(
+                    gapless::ErrorKind::GapNotCovered,
+                    format!(
+                        "{missing} event(s) after the ticket's cursor were evicted before the socket opened"
+                    ),
+                )
+                .with("cursor", serde_json::Value::Null)
+                .with("oldest", serde_json::json!(oldest.get()))
+                .with("missing", serde_json::json!(missing.count()))),
+                Ok(_) => return Err(ApiError::unknown_session()),
+                Err(e) => return Err(ApiError::store_unavailable(&e)),
+            };
+        match feed(&conn, &plan).await {
+            Ok(feed) => {
+                conn.session.set_migrated();
+                conn.end_all_sse_streams();
+                c.broadcast(&crate::cluster::BusMessage::Migrated { sid: id.to_string() }).await;
+                return Ok((conn, feed));
+            }
+            Err(Some(e)) => return Err(e),
+            Err(None) => continue,
+        }
+    }
+    Err(ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
+        .retry_after(1))
 }

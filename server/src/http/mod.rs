@@ -8,9 +8,9 @@
 //! | `P/ws` (WebSocket) | `socket.rs` |
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
 //!
-//! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes and
-//! the standalone stream from the store; the migration and legacy routes
-//! are not served there yet (§8.7).
+//! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes,
+//! the standalone stream and migrations from the store; the legacy routes
+//! are not served there yet (§8.8).
 
 mod cluster;
 mod endpoint;
@@ -35,12 +35,10 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
     let guarded = |route: Route, h: MethodRouter<Arc<AppState>>| {
         h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
     };
-    let mut router = Router::new().route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)));
-    if state.cluster.is_none() {
-        router = router
-            .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
-            .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
-    }
+    let mut router = Router::new()
+        .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
+        .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
+        .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
     if state.config.legacy_sse && state.cluster.is_none() {
         router = router
             .route(&format!("{base}/sse"), guarded(Route::LegacySse, any(legacy::sse)))

@@ -7,6 +7,7 @@
 //! what waits to be written by `max_socket_write_buffer`, and the pongs a
 //! ping flood would queue by `max_socket_pings_per_sec` (over it: 1008).
 
+use super::sse::Feed;
 use crate::dispatch::{handle_notification, start_request, RequestStream};
 use crate::error::ApiError;
 use crate::identity::Caller;
@@ -17,7 +18,7 @@ use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures_util::{SinkExt, StreamExt};
 use gapless::session::Ticket;
-use gapless::{ErrorKind, Event, Next, Subscription};
+use gapless::{ErrorKind, Event, Next};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,12 +82,20 @@ pub(crate) async fn socket(
         Ok(u) => u,
         Err(rej) => return ApiError::malformed(format!("not a WebSocket handshake: {rej}")).into_response(),
     };
-    let migration = match state.hub.redeem(ticket, None, owner.as_deref()) {
-        Ok(m) => m,
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    let Some(conn) = state.conn(&migration.session.id().to_string(), owner.as_deref()) else {
-        return ApiError::unknown_session().into_response();
+    let (conn, sub) = if state.cluster.is_some() {
+        match super::cluster::redeem(&state, ticket, owner.as_deref()).await {
+            Ok(x) => x,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        let migration = match state.hub.redeem(ticket, None, owner.as_deref()) {
+            Ok(m) => m,
+            Err(e) => return ApiError::from(e).into_response(),
+        };
+        let Some(conn) = state.conn(&migration.session.id().to_string(), owner.as_deref()) else {
+            return ApiError::unknown_session().into_response();
+        };
+        (conn, Feed::live(migration.into_subscription()))
     };
     let shutdown = state.shutdown.clone();
     let (max, write_max) = (state.config.max_body_bytes, state.config.max_socket_write_buffer);
@@ -101,7 +110,6 @@ pub(crate) async fn socket(
         conn.session.set_migrated();
         conn.end_all_sse_streams();
         let attach = conn.attach(Lane::Socket, false).expect("non-exclusive attach");
-        let sub = migration.into_subscription();
         run_socket(state, conn, ws, sub, attach, shutdown).await;
     })
 }
@@ -136,7 +144,7 @@ async fn run_socket(
     state: Arc<AppState>,
     conn: Arc<Conn>,
     ws: WebSocket,
-    mut sub: Subscription,
+    mut sub: Feed,
     attach: (u64, tokio_util::sync::CancellationToken),
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -163,6 +171,12 @@ async fn run_socket(
                                 break;
                             }
                         }
+                    }
+                    // Cluster mode: the store records the batch delivered
+                    // before it is sent (`docs/SPEC.md` §8.3), each stream's
+                    // last event of it.
+                    if !mark_ahead(&conn, &batch).await {
+                        break Some(close_frame(close::SESSION_ENDED, "the session store is unavailable".into()));
                     }
                     let mut ok = true;
                     for e in &batch {
@@ -234,6 +248,19 @@ async fn run_socket(
     conn.detach(Lane::Socket, gen);
 }
 
+/// Records a batch delivered in the store first (cluster mode); `false`
+/// when the store could not.
+async fn mark_ahead(conn: &Conn, batch: &[Event]) -> bool {
+    let mut last: Vec<&Event> = Vec::new();
+    for e in batch.iter().rev() {
+        if !last.iter().any(|l| l.stream == e.stream) {
+            last.push(e);
+        }
+    }
+    let marks: Vec<_> = last.into_iter().filter_map(|e| conn.mark_ahead(e)).collect();
+    futures_util::future::join_all(marks).await.iter().all(Result::is_ok)
+}
+
 /// A client → server frame: `{"message": <JSON-RPC>}` or `{"ack": "<id>"}`.
 async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), String> {
     let v: Value = serde_json::from_slice(text).map_err(|_| "frame is not JSON".to_owned())?;
@@ -252,7 +279,7 @@ async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result
         .map_err(|e| format!("invalid JSON-RPC: {}", e.message).chars().take(100).collect::<String>())?
     {
         Incoming::Request { id, method, params } => {
-            let stream = conn.session.open_stream().map_err(|_| "session closed".to_owned())?;
+            let stream = conn.open_stream().await.map_err(|e| e.to_string())?;
             start_request(state, conn, RequestStream::Own(&stream), id, method, params, None).await;
         }
         Incoming::Notification { method, params } => handle_notification(state, conn, &method, &params),

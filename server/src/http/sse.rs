@@ -83,6 +83,11 @@ impl Feed {
         Feed { backlog: backlog.into(), live, _guard: None }
     }
 
+    /// The next event (`None` at the end).
+    pub(crate) async fn recv(&mut self) -> Option<Result<Event, gapless::Lagged>> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, gapless::Lagged>>> {
         if let Some(e) = self.backlog.pop_front() {
             return Poll::Ready(Some(Ok(e)));
@@ -93,7 +98,7 @@ impl Feed {
         }
     }
 
-    fn try_recv(&mut self) -> Result<Next, gapless::Lagged> {
+    pub(crate) fn try_recv(&mut self) -> Result<Next, gapless::Lagged> {
         if let Some(e) = self.backlog.pop_front() {
             return Ok(Next::Event(e));
         }

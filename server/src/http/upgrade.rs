@@ -29,6 +29,16 @@ async fn upgrade_inner(state: Arc<AppState>, id: String, req: Request) -> Result
     let body = read_body(&state, req.into_body()).await?;
     let cursor = parse_upgrade_body(&body)?;
     let req = ResumeRequest { session_id: Some(&id), cursor: cursor.as_deref(), owner: owner.as_deref() };
+    if state.cluster.is_some() {
+        let (ticket, replay_from, replay_count) = super::cluster::upgrade(&state, req).await?;
+        return Ok(axum::Json(json!({
+            "ticket": ticket,
+            "websocket": format!("{ws_path}?ticket={ticket}"),
+            "replay_from": replay_from,
+            "replay_count": replay_count,
+        }))
+        .into_response());
+    }
     let issued = state.hub.migrate(req).map_err(|e| match e {
         MigrateError::Refused(r) => ApiError::from(r),
         MigrateError::Ticket(t) => ApiError::from(t),

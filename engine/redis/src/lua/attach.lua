@@ -3,7 +3,8 @@
 -- have not ended (every other id up to `opened` has),
 -- the id of the log's last entry (the follower tails after it) and the
 -- protocol version. ARGV: has_owner, owner. Answers {'unknown'} or
--- {'ok', ns, head, opened, last_seq, last_k, pv, {live ids, ascending}}.
+-- {'ok', ns, head, opened, last_seq, last_k, pv, {live ids, ascending},
+-- migrated (1/0)}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -28,4 +29,4 @@ if #top > 0 then
   local a, b = string.match(top[1][1], '^(%d+)-(%d+)$')
   last_seq, last_k = tonumber(a), tonumber(b)
 end
-return { 'ok', m.ns, m.head, m.opened, last_seq, last_k, m.pv, live }
+return { 'ok', m.ns, m.head, m.opened, last_seq, last_k, m.pv, live, m.mig and 1 or 0 }

@@ -7,7 +7,8 @@
 -- KEYS, all in the session's hash slot ({<session id>} is the hash tag):
 --   1 meta     HASH   ns, ow (owner, absent for none), head, oldest, bytes,
 --                     opened, swept, ru (absent for none), cap, budget, ttl,
---                     pv (the negotiated protocol version, '' before)
+--                     pv (the negotiated protocol version, '' before),
+--                     mig ('1' once a WebSocket redeemed a ticket)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
 --                     stream, 0 for none), n (nonce, 16 hex), p (payload).
@@ -17,6 +18,7 @@
 --   3 streams  HASH   stream id -> "first high published delivered dindex ended"
 --   4 tombs    HASH   stream id -> "first high" (reclaimed, fully delivered)
 --   5 order    LIST   tombstoned stream ids, oldest first
+--   6 tickets  HASH   migration ticket -> "cursor expires_ms" (server time)
 --
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
@@ -25,14 +27,14 @@
 -- key of another type (another program's data under our prefix): it then
 -- writes nothing.
 
-local M, L, S, T, O = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local M, L, S, T, O, K = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 
 local KEEP_TOMBSTONES = 256
 local KEEP_UNDELIVERED = 256
 
 local function wrong_type()
-  local want = { 'hash', 'stream', 'hash', 'hash', 'list' }
-  for i = 1, 5 do
+  local want = { 'hash', 'stream', 'hash', 'hash', 'list', 'hash' }
+  for i = 1, 6 do
     local t = redis.call('TYPE', KEYS[i])['ok']
     if t ~= 'none' and t ~= want[i] then
       return KEYS[i]
@@ -59,14 +61,14 @@ end
 -- The session's meta, or nil when it does not exist.
 local function meta_get()
   local v = redis.call('HMGET', M, 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget',
-    'ttl', 'pv')
+    'ttl', 'pv', 'mig')
   if not v[1] then
     return nil
   end
   return {
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
-    budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '',
+    budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1',
   }
 end
 
@@ -106,7 +108,7 @@ local function rec_str(r)
 end
 
 local function touch(m)
-  for i = 1, 5 do
+  for i = 1, 6 do
     redis.call('PEXPIRE', KEYS[i], m.ttl)
   end
 end
@@ -180,4 +182,10 @@ local function write_events(m, recs, events)
     redis.call('XTRIM', L, 'MINID', fmt(m.oldest) .. '-0')
   end
   return first_seq
+end
+
+-- Redis's clock in milliseconds (every node reads the same one).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end

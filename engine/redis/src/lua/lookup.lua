@@ -1,5 +1,6 @@
 -- Finds a session for a caller and resets its idle clock.
--- ARGV: has_owner, owner. Answers {'ok', ns, head, protocol version} or
+-- ARGV: has_owner, owner. Answers {'ok', ns, head, protocol version,
+-- migrated (1/0)} or
 -- {'unknown'}.
 local bad = wrong_type()
 if bad then
@@ -10,4 +11,4 @@ if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
   return { 'unknown' }
 end
 touch(m)
-return { 'ok', m.ns, m.head, m.pv }
+return { 'ok', m.ns, m.head, m.pv, m.mig and 1 or 0 }
