@@ -182,6 +182,7 @@ impl Cluster {
             position: (0, 0),
             version: String::new(),
             migrated: false,
+            check: None,
         };
         self.start_replica(hub, id, owner, &at, on_gone)
     }
@@ -234,9 +235,9 @@ impl Cluster {
         let watch = self.notifier.watch(id);
         let me = Arc::clone(self);
         let s = Arc::clone(&session);
-        let position = at.position;
+        let place = Place { position: at.position, check: at.check };
         tokio::spawn(async move {
-            me.follow(s, position, tx, watch, stop, on_gone).await;
+            me.follow(s, place, tx, watch, stop, on_gone).await;
         });
         Ok(session)
     }
@@ -249,27 +250,41 @@ impl Cluster {
     async fn follow(
         self: Arc<Self>,
         session: Arc<Session>,
-        mut position: (u64, u64),
+        place: Place,
         applied: watch::Sender<u64>,
         watch: gapless_redis::Watch,
         stop: CancellationToken,
         on_gone: OnGone,
     ) {
         let id = session.id();
+        let Place { mut position, check: mut last_check } = place;
         loop {
             if session.is_closed() || stop.is_cancelled() {
                 break;
             }
-            match self.store.tail(&id, position, TAIL_BATCH).await {
+            let local = session.reader().head();
+            match self.store.tail(&id, position, TAIL_BATCH, local).await {
+                Ok(Some(tail)) if rewritten(&session, &tail, position, last_check) => {
+                    // Another incarnation, or the store lost events this
+                    // replica holds (a failover; the store now knows up to
+                    // which seq): the replica is stale.
+                    tracing::warn!(session = ?id, store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
+                    on_gone(id);
+                    break;
+                }
                 Ok(Some(tail)) => {
                     let n = tail.entries.len();
                     let mut broken = false;
                     for (pos, entry) in tail.entries {
+                        let check = match &entry {
+                            TailEntry::Event(e) => Some(e.check),
+                            TailEntry::Ended(_) => last_check,
+                        };
                         if !apply(&session, entry) {
                             broken = true;
                             break;
                         }
-                        position = pos;
+                        (position, last_check) = (pos, check);
                     }
                     let _ = applied.send(session.reader().head().0);
                     if broken {
@@ -300,6 +315,32 @@ impl Cluster {
         if f.get(&id).is_some_and(|f| f.session.upgrade().is_none_or(|s| Arc::ptr_eq(&s, &session))) {
             f.remove(&id);
         }
+    }
+}
+
+/// Where a follower is in the log: the entry it read last, and the nonce of
+/// the event at that entry's seq.
+struct Place {
+    position: (u64, u64),
+    check: Option<u64>,
+}
+
+/// Whether the store's log is no longer the one this replica follows: another
+/// incarnation; a head below the replica's (a failover lost events, and the
+/// store now knows up to which seq); or another event at the seq the
+/// follower last applied (a failover lost it and the seq was reused).
+fn rewritten(
+    session: &Session,
+    tail: &gapless_redis::Tail,
+    position: (u64, u64),
+    last_check: Option<u64>,
+) -> bool {
+    if tail.ns != session.namespace() || tail.head < session.reader().head() {
+        return true;
+    }
+    match last_check {
+        Some(mine) if position.0 > 0 && position.0 >= tail.oldest.0 => tail.check_at != Some(mine),
+        _ => false,
     }
 }
 

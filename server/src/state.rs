@@ -138,6 +138,9 @@ fn json_bytes(msg: &Value) -> Bytes {
     gapless::ring::exact_bytes(serde_json::to_vec(msg).expect("JSON values serialize"))
 }
 
+/// Why [`Conn::open_stream`] refused on a replica a failover made stale.
+pub(crate) const STALE: &str = "this node's replica of the session is stale (a failover lost events)";
+
 /// What one connection of a session carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Lane {
@@ -279,6 +282,17 @@ impl Conn {
                     gapless_redis::StoreError::UnknownSession => SendError::Closed,
                     e => SendError::Refused(e.to_string()),
                 })?;
+                if id.0 <= self.session.reader().streams_opened() {
+                    // The store numbers streams below what this replica has
+                    // seen: a failover lost some, and the replica is stale.
+                    // Never serve a new stream from it (its id may be one of
+                    // the lost streams' here).
+                    let (c, sid) = (Arc::clone(c), self.session.id());
+                    tokio::spawn(async move {
+                        let _ = c.store.end_stream(&sid, id).await;
+                    });
+                    return Err(SendError::Refused(STALE.to_owned()));
+                }
                 self.session.open_streams_to(id)?.ok_or(SendError::Closed)
             }
             None => Ok(self.session.open_stream()?),

@@ -73,6 +73,8 @@ pub struct RedisFacts {
     /// `(seq, stream, prev_in_stream)` of the window (migrations with
     /// undelivered streams).
     window: Vec<(u64, StreamId, u64)>,
+    /// The highest seq a node saw that the store no longer has.
+    lost_up_to: u64,
 }
 
 /// What a granted resume replays: the events after `after` up to `to`
@@ -105,7 +107,7 @@ fn opt_text(v: &Value) -> Result<Option<String>, StoreError> {
 /// Parses `lua/facts.lua`'s `ok` answer.
 /// `cursor` is the seq and stream the call asked about.
 pub(crate) fn parse(r: &[Value], cursor: Option<(Seq, StreamId)>) -> Result<RedisFacts, StoreError> {
-    if r.len() != 18 {
+    if r.len() != 19 {
         return Err(StoreError::Protocol(format!("facts answered {} items", r.len())));
     }
     let n = |i: usize| int(r.get(i));
@@ -160,6 +162,7 @@ pub(crate) fn parse(r: &[Value], cursor: Option<(Seq, StreamId)>) -> Result<Redi
         first_retained,
         records,
         window,
+        lost_up_to: int(r.get(18))?,
     })
 }
 
@@ -289,5 +292,9 @@ impl SessionFacts for RedisFacts {
 
     fn nonces(&self) -> bool {
         true
+    }
+
+    fn lost_up_to(&self) -> Option<Seq> {
+        (self.lost_up_to > self.head).then_some(Seq(self.lost_up_to))
     }
 }

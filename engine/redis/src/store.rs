@@ -182,6 +182,8 @@ pub struct Attach {
     pub version: String,
     /// A WebSocket redeemed a ticket of it.
     pub migrated: bool,
+    /// The nonce of the event at `position`'s seq, if retained.
+    pub check: Option<u64>,
 }
 
 /// A position in a session's log: `(seq, k)` of entry id `<seq>-<k>`
@@ -204,6 +206,11 @@ pub struct Tail {
     pub oldest: Seq,
     /// The newest seq when read.
     pub head: Seq,
+    /// The incarnation read (a follower of another one must stop).
+    pub ns: Namespace,
+    /// The nonce of the event at the asked position's seq, if retained: a
+    /// follower that applied another there follows a rewritten log.
+    pub check_at: Option<u64>,
     /// Entries after the asked position, in log order, with their positions.
     pub entries: Vec<(Position, TailEntry)>,
 }
@@ -369,7 +376,7 @@ impl RedisStore {
     pub async fn attach(&self, id: &SessionId, owner: Option<&str>) -> Result<Option<Attach>, StoreError> {
         let (flag, owner) = owner_args(owner);
         let r = self.call(&self.scripts.attach, id, &[flag, owner]).await?;
-        if text(&r[0])? != "ok" || r.len() != 9 {
+        if text(&r[0])? != "ok" || r.len() != 10 {
             return Ok(None);
         }
         let live = match &r[7] {
@@ -384,25 +391,29 @@ impl RedisStore {
             version: text(&r[6])?,
             live,
             migrated: int(r.get(8))? == 1,
+            check: opt_hex(r.get(9))?,
         }))
     }
 
-    /// Up to `count` log entries after `after`, for a follower; `None` when
+    /// Up to `count` log entries after `after`, for a follower whose
+    /// replica's head is `seen` (see [`RedisStore::facts_seen`]); `None` when
     /// the session is gone.
     pub async fn tail(
         &self,
         id: &SessionId,
         after: Position,
         count: usize,
+        seen: Seq,
     ) -> Result<Option<Tail>, StoreError> {
         let from = format!("{}-{}", after.0, after.1);
-        let count = count.max(1).to_string();
-        let r = self.call(&self.scripts.tail, id, &[from.as_bytes(), count.as_bytes()]).await?;
+        let (count, seen) = (count.max(1).to_string(), seen.0.to_string());
+        let r =
+            self.call(&self.scripts.tail, id, &[from.as_bytes(), count.as_bytes(), seen.as_bytes()]).await?;
         if text(&r[0])? != "ok" {
             return Ok(None);
         }
         let mut entries = Vec::new();
-        for e in r[3..].chunks(7) {
+        for e in r[5..].chunks(7) {
             let [kind, seq, k, stream, index, nonce, payload] = e else {
                 return Err(StoreError::Protocol("ragged tail".into()));
             };
@@ -426,7 +437,13 @@ impl RedisStore {
             };
             entries.push((pos, entry));
         }
-        Ok(Some(Tail { oldest: Seq(int(r.get(1))?), head: Seq(int(r.get(2))?), entries }))
+        Ok(Some(Tail {
+            oldest: Seq(int(r.get(1))?),
+            head: Seq(int(r.get(2))?),
+            ns: namespace(r.get(3))?,
+            check_at: opt_hex(r.get(4))?,
+            entries,
+        }))
     }
 
     /// The session under `id` if `owner` may see it (resetting its idle
@@ -651,6 +668,20 @@ impl RedisStore {
         target: Target,
         cursor: Option<&str>,
     ) -> Result<Option<RedisFacts>, StoreError> {
+        self.facts_seen(id, owner, target, cursor, Seq(0)).await
+    }
+
+    /// [`RedisStore::facts`] from a node that has seen `seen` as the
+    /// session's head: above the store's head, the store records that it
+    /// lost the seqs between (a failover; `docs/SPEC.md` §8.4).
+    pub async fn facts_seen(
+        &self,
+        id: &SessionId,
+        owner: Option<&str>,
+        target: Target,
+        cursor: Option<&str>,
+        seen: Seq,
+    ) -> Result<Option<RedisFacts>, StoreError> {
         let (flag, owner) = owner_args(owner);
         let parsed = cursor.and_then(|c| gapless::EventId::parse(c).ok());
         let (q, s) = parsed.map_or((0, 0), |c| (c.seq.0, c.stream.0));
@@ -658,8 +689,10 @@ impl RedisStore {
             Target::Stream => b"stream",
             Target::Session => b"session",
         };
-        let (q, s) = (q.to_string(), s.to_string());
-        let r = self.call(&self.scripts.facts, id, &[flag, owner, mode, q.as_bytes(), s.as_bytes()]).await?;
+        let (q, s, seen) = (q.to_string(), s.to_string(), seen.0.to_string());
+        let r = self
+            .call(&self.scripts.facts, id, &[flag, owner, mode, q.as_bytes(), s.as_bytes(), seen.as_bytes()])
+            .await?;
         if text(&r[0])? != "ok" {
             return Ok(None);
         }
@@ -715,9 +748,20 @@ impl RedisStore {
         req: ResumeRequest<'_>,
         target: Target,
     ) -> Result<Decision<ReplayPlan>, Refusal> {
+        self.resume_seen(req, target, Seq(0)).await
+    }
+
+    /// [`RedisStore::resume`] from a node that has seen `seen` as the
+    /// session's head (see [`RedisStore::facts_seen`]).
+    pub async fn resume_seen(
+        &self,
+        req: ResumeRequest<'_>,
+        target: Target,
+        seen: Seq,
+    ) -> Result<Decision<ReplayPlan>, Refusal> {
         let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
         let id = SessionId::parse(sid).ok_or(Refusal::UnknownSession)?;
-        let facts = match self.facts(&id, req.owner, target, req.cursor).await {
+        let facts = match self.facts_seen(&id, req.owner, target, req.cursor, seen).await {
             Ok(Some(f)) => f,
             Ok(None) => return Err(Refusal::UnknownSession),
             Err(e) => return Err(unavailable(e)),
@@ -822,6 +866,14 @@ pub(crate) fn hex(v: Option<&Value>) -> Result<u64, StoreError> {
     }
     u64::from_str_radix(&s, 16)
         .map_err(|_| StoreError::Protocol(format!("expected 16 hex digits, got {s:?}")))
+}
+
+/// A nonce, or `None` for an empty string.
+fn opt_hex(v: Option<&Value>) -> Result<Option<u64>, StoreError> {
+    match v.map(text).transpose()? {
+        Some(s) if !s.is_empty() => hex(v).map(Some),
+        _ => Ok(None),
+    }
 }
 
 fn namespace(v: Option<&Value>) -> Result<Namespace, StoreError> {

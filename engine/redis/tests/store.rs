@@ -295,7 +295,7 @@ async fn followers_attach_tail_and_are_woken() {
     writer.append(&id, &[ev(3, "c")]).await.unwrap();
     writer.end_stream(&id, three).await.unwrap();
     tokio::time::timeout(Duration::from_secs(2), watch.changed()).await.expect("woken by the append");
-    let tail = s.tail(&id, at.position, 10).await.unwrap().unwrap();
+    let tail = s.tail(&id, at.position, 10, Seq(0)).await.unwrap().unwrap();
     let got: Vec<_> = tail
         .entries
         .iter()
@@ -305,7 +305,7 @@ async fn followers_attach_tail_and_are_woken() {
         })
         .collect();
     assert_eq!(got, [((3, 0), "3:c".to_owned()), ((3, 1), "end 3".to_owned())]);
-    assert_eq!(s.tail(&id, (3, 1), 10).await.unwrap().unwrap().entries, []);
+    assert_eq!(s.tail(&id, (3, 1), 10, Seq(0)).await.unwrap().unwrap().entries, []);
     // Redis restarts: the watch is woken (announcements may have been lost).
     // Drain the wake-up the writes above may have left.
     let _ = tokio::time::timeout(Duration::from_millis(100), watch.changed()).await;
@@ -316,7 +316,7 @@ async fn followers_attach_tail_and_are_woken() {
     // The follower then reads again: the session is gone (it kept nothing).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        match s.tail(&id, (3, 1), 10).await {
+        match s.tail(&id, (3, 1), 10, Seq(0)).await {
             Ok(t) => {
                 assert_eq!(t, None);
                 break;

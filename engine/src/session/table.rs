@@ -71,6 +71,14 @@ pub trait SessionFacts {
     /// its cursors carry checks and a failover's rewrite can be told.
     fn nonces(&self) -> bool;
 
+    /// The highest seq the store is known to have lost in a failover (a
+    /// node had seen a head above the store's), if any: a checked cursor
+    /// up to it and beyond the head names a lost event. Stores without
+    /// failovers have none.
+    fn lost_up_to(&self) -> Option<Seq> {
+        None
+    }
+
     /// The wire id of retained event `seq` on `stream`, with its check.
     fn event_id(&self, stream: StreamId, seq: Seq) -> EventId {
         let id = EventId::new(self.namespace(), stream, seq);
@@ -258,13 +266,16 @@ pub fn decide<F: SessionFacts>(
         let head = facts.head();
         let entry = if c.seq <= head { facts.entry(c.seq) } else { None };
         // The event the client saw is still the store's: a store with
-        // nonces minted the cursor with its event's check; a seq beyond the
-        // store's head was minted before a failover lost it. (A retained
-        // event with the cursor's nonce is the one the client saw, whatever
-        // the rest of the cursor claims: the rows below judge that.)
+        // nonces minted the cursor with its event's check, so another nonce
+        // at its seq means the store lost it and reused the seq; a seq
+        // beyond the head that the store is known to have lost is one too
+        // (beyond what it lost, the seq was never emitted: row 5). A
+        // retained event with the cursor's nonce is the one the client saw,
+        // whatever the rest of the cursor claims: the rows below judge that.
         if facts.nonces() {
+            let lost = c.seq > head && facts.lost_up_to().is_some_and(|l| c.seq <= l);
             match c.check {
-                Some(seen) if c.seq > head || entry.is_some_and(|e| e.check != Some(seen)) => {
+                Some(seen) if lost || entry.is_some_and(|e| e.check != Some(seen)) => {
                     return Err(Refusal::HistoryRewritten { cursor: *c, head })
                 }
                 None if entry.is_some() => return Err(foreign()),

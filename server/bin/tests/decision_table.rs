@@ -113,14 +113,53 @@ async fn call_and_read(s: &TestServer, sid: &str) -> Vec<String> {
     ids
 }
 
+fn config() -> ServerConfig {
+    ServerConfig::default().with_ring(RingConfig::new(16, 1 << 20))
+}
+
 #[tokio::test]
 async fn every_row_of_the_decision_table_over_http() {
-    let s = start(ServerConfig::default().with_ring(RingConfig::new(16, 1 << 20))).await;
+    rows(&start(config()).await, false).await;
+}
+
+/// The same rows, the same answers, on a cluster node (`docs/SPEC.md` §8.3):
+/// the store decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_of_the_decision_table_on_a_cluster_node() {
+    let redis = gapless_redis::testing::RedisServer::start(&[]);
+    rows(&start_cluster(config(), &redis.url()).await, true).await;
+}
+
+/// The id of session `sid`'s newest standalone event, never delivered.
+async fn undelivered(s: &TestServer, sid: &str, cluster: bool) -> String {
+    let session = s.server.hub().get_str(sid, None).unwrap();
+    let st = session.standalone().id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let high = session.reader().stream(st).unwrap().high;
+        if high.0 > 0 {
+            let id = session.event_id(st, high);
+            if !cluster {
+                return id.to_string();
+            }
+            // A cluster node's ring is the store's replica: each event's
+            // payload starts with its check (the store's nonce).
+            let snap = session.reader().snapshot(gapless::Seq(high.0 - 1)).unwrap();
+            let e = snap.iter().next().unwrap();
+            let check = u64::from_le_bytes(e.payload[..8].try_into().unwrap());
+            return id.with_check(check).to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the standalone event did not arrive");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+async fn rows(s: &TestServer, cluster: bool) {
     let other = s.initialize().await;
-    let foreign = call_and_read(&s, &other).await[1].clone();
+    let foreign = call_and_read(s, &other).await[1].clone();
     for row in ROWS {
         let sid = s.initialize().await;
-        let ids = call_and_read(&s, &sid).await;
+        let ids = call_and_read(s, &sid).await;
         let cursor = match row.cursor {
             C::First => ids[1].clone(),
             C::Last => ids[4].clone(),
@@ -131,9 +170,7 @@ async fn every_row_of_the_decision_table_over_http() {
                 let r =
                     s.call_tool(&sid, 2, "emit_events", json!({"count": 1, "target": "standalone"})).await;
                 let _ = r.text().await;
-                let session = s.server.hub().get_str(&sid, None).unwrap();
-                let st = session.standalone().id();
-                session.event_id(st, session.reader().stream(st).unwrap().high).to_string()
+                undelivered(s, &sid, cluster).await
             }
             C::Evicted => {
                 let r = s.call_tool(&sid, 3, "emit_events", json!({"count": 40})).await;
@@ -155,7 +192,7 @@ async fn every_row_of_the_decision_table_over_http() {
             S => s.get(named.as_deref(), Some(&cursor)).await,
             M => {
                 let id = named.expect("the upgrade path always names a session");
-                upgrade(&s, &id, &json!({"cursor": cursor}).to_string()).await
+                upgrade(s, &id, &json!({"cursor": cursor}).to_string()).await
             }
         };
         assert_eq!(r.status().as_u16(), row.status, "row {:?}", row.name);

@@ -32,6 +32,15 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan) -> Result<Feed, Option<ApiErr
         Err(ReplayError::Moved) => return Err(None),
         Err(ReplayError::Store(e)) => return Err(Some(ApiError::store_unavailable(&e))),
     };
+    if conn.session.reader().head() > plan.to {
+        // The replica holds events the store no longer has (a failover):
+        // never serve live events from it; follow the store afresh.
+        // (Its transport state goes with it; the caller decides again on a
+        // new replica.)
+        conn.hub.remove(&id);
+        conn.close();
+        return Err(None);
+    }
     if !conn.caught_up(plan.to).await {
         return Err(Some(
             ApiError::new(
@@ -72,12 +81,13 @@ pub(super) async fn resume_lane(
     req: ResumeRequest<'_>,
 ) -> Result<(Arc<Conn>, Feed, StreamId, Attached), ApiError> {
     let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
-    // The replica first: its ring then holds every event after the head
-    // the store decides at.
-    let conn = live_conn(state, sid, req.owner).await?;
-    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
     for _ in 0..4 {
-        let d = c.store.resume(req, Target::Stream).await?;
+        // The replica first: its ring then holds every event after the head
+        // the store decides at.
+        let conn = live_conn(state, sid, req.owner).await?;
+        let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
+        // The replica's head tells the store what it may have lost.
+        let d = c.store.resume_seen(req, Target::Stream, conn.session.reader().head()).await?;
         match feed(&conn, &d.replay).await {
             Ok(feed) => {
                 let stream = d.stream.expect("stream resume");
@@ -175,7 +185,7 @@ pub(super) async fn upgrade(
     let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
     let conn = state.find_conn(sid, req.owner).await?.ok_or_else(ApiError::unknown_session)?;
     let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
-    let d = c.store.resume(req, Target::Session).await?;
+    let d = c.store.resume_seen(req, Target::Session, conn.session.reader().head()).await?;
     let id = conn.session.id();
     let ticket = gapless::SessionId::random().to_string(); // 128 random bits, a ticket's shape
     let hub = state.hub.config();
@@ -214,12 +224,12 @@ pub(super) async fn redeem(
         .await
         .map_err(|e| ApiError::store_unavailable(&e))?
         .map_err(ApiError::from)?;
-    let conn = state.find_conn(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
     for _ in 0..4 {
-        let plan =
-            match c.store.session_backlog(&id, owner, cursor).await {
-                Ok(Some(Ok(plan))) => plan,
-                Ok(Some(Err(SnapshotError::Evicted { oldest, missing, .. }))) => return Err(ApiError::new(
+        let conn = state.find_conn(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
+        let plan = match c.store.session_backlog(&id, owner, cursor).await {
+            Ok(Some(Ok(plan))) => plan,
+            Ok(Some(Err(SnapshotError::Evicted { oldest, missing, .. }))) => {
+                return Err(ApiError::new(
                     gapless::ErrorKind::GapNotCovered,
                     format!(
                         "{missing} event(s) after the ticket's cursor were evicted before the socket opened"
@@ -227,10 +237,11 @@ pub(super) async fn redeem(
                 )
                 .with("cursor", serde_json::Value::Null)
                 .with("oldest", serde_json::json!(oldest.get()))
-                .with("missing", serde_json::json!(missing.count()))),
-                Ok(_) => return Err(ApiError::unknown_session()),
-                Err(e) => return Err(ApiError::store_unavailable(&e)),
-            };
+                .with("missing", serde_json::json!(missing.count())))
+            }
+            Ok(_) => return Err(ApiError::unknown_session()),
+            Err(e) => return Err(ApiError::store_unavailable(&e)),
+        };
         match feed(&conn, &plan).await {
             Ok(feed) => {
                 conn.session.set_migrated();

@@ -66,7 +66,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         }
     }
     let sid = sid.ok_or_else(ApiError::missing_session)?;
-    let conn = state.find_conn(&sid, owner.as_deref()).await?.ok_or_else(ApiError::unknown_session)?;
+    let mut conn = state.find_conn(&sid, owner.as_deref()).await?.ok_or_else(ApiError::unknown_session)?;
     if conn.session.is_migrated() {
         return Err(ApiError::session_migrated());
     }
@@ -91,7 +91,19 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
             Ok(StatusCode::ACCEPTED.into_response())
         }
         Incoming::Request { id, method, params } => {
-            let stream = conn.open_stream().await.map_err(|e| ApiError::send(&e))?;
+            let stream = match conn.open_stream().await {
+                Err(crate::host::SendError::Refused(r)) if r == crate::state::STALE => {
+                    // Drop the stale replica, follow the store afresh, retry.
+                    state.remove(&conn.session.id());
+                    conn = state
+                        .find_conn(&sid, owner.as_deref())
+                        .await?
+                        .ok_or_else(ApiError::unknown_session)?;
+                    conn.open_stream().await
+                }
+                other => other,
+            }
+            .map_err(|e| ApiError::send(&e))?;
             let (tx, rx) = if acc.sse { (None, None) } else { split(oneshot::channel()) };
             dispatch::start_request(
                 &state,

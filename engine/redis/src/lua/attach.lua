@@ -4,7 +4,7 @@
 -- the id of the log's last entry (the follower tails after it) and the
 -- protocol version. ARGV: has_owner, owner. Answers {'unknown'} or
 -- {'ok', ns, head, opened, last_seq, last_k, pv, {live ids, ascending},
--- migrated (1/0)}.
+-- migrated (1/0), nonce of the event at last_seq ('' for none)}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -29,4 +29,11 @@ if #top > 0 then
   local a, b = string.match(top[1][1], '^(%d+)-(%d+)$')
   last_seq, last_k = tonumber(a), tonumber(b)
 end
-return { 'ok', m.ns, m.head, m.opened, last_seq, last_k, m.pv, live, m.mig and 1 or 0 }
+local at = ''
+if last_seq > 0 then
+  local e = entry_get(last_seq)
+  if e then
+    at = e['n']
+  end
+end
+return { 'ok', m.ns, m.head, m.opened, last_seq, last_k, m.pv, live, m.mig and 1 or 0, at }

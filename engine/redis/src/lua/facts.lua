@@ -4,10 +4,11 @@
 -- the caller may see.
 -- ARGV: has_owner, owner, mode ('stream' | 'session'), cursor seq q (0 for
 -- none; 'd' for stream s's delivered mark: where the standalone stream's
--- backlog starts), cursor stream s (0 for none).
+-- backlog starts), cursor stream s (0 for none), the head the calling node
+-- has seen (0 for none; above the store's, see note_seen).
 -- Answers {'unknown'} or
 -- {'ok', ns, head, oldest, opened, ru, q_stream, q_nonce, o_stream, o_nonce,
---  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window, q}
+--  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window, q, rw}
 -- where a stream of 0, an empty string and fr_seq 0 mean "none"; recs is
 -- {id, record, ...} (session mode), window is {seq, stream, prev, ...}
 -- (session mode, only when some stream has undelivered events).
@@ -20,6 +21,7 @@ if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
   return { 'unknown' }
 end
 touch(m)
+note_seen(m, tonumber(ARGV[6] or '0') or 0)
 local mode, q, s = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 if ARGV[4] == 'd' then
   local r = rec_get(s)
@@ -94,4 +96,4 @@ elseif mode == 'session' then
   end
 end
 return { 'ok', m.ns, m.head, m.oldest, m.opened, m.ru, q_stream, q_nonce, o_stream, o_nonce, rec_s, tomb_s,
-  fr_seq, fr_index, fr_prev, recs, window, q }
+  fr_seq, fr_index, fr_prev, recs, window, q, m.rw }

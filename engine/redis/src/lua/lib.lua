@@ -8,7 +8,9 @@
 --   1 meta     HASH   ns, ow (owner, absent for none), head, oldest, bytes,
 --                     opened, swept, ru (absent for none), cap, budget, ttl,
 --                     pv (the negotiated protocol version, '' before),
---                     mig ('1' once a WebSocket redeemed a ticket)
+--                     mig ('1' once a WebSocket redeemed a ticket), rw (the
+--                     highest seq a node saw that the store no longer has:
+--                     lost in a failover; absent for none)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
 --                     stream, 0 for none), n (nonce, 16 hex), p (payload).
@@ -61,14 +63,14 @@ end
 -- The session's meta, or nil when it does not exist.
 local function meta_get()
   local v = redis.call('HMGET', M, 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget',
-    'ttl', 'pv', 'mig')
+    'ttl', 'pv', 'mig', 'rw')
   if not v[1] then
     return nil
   end
   return {
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
-    budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1',
+    budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1', rw = num(v[14], 0),
   }
 end
 
@@ -188,4 +190,13 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Records that a node saw `seen` as this session's head: above the store's
+-- head, the seqs between were lost (a failover); kept as rw.
+local function note_seen(m, seen)
+  if seen > m.head and seen > m.rw then
+    m.rw = seen
+    redis.call('HSET', M, 'rw', fmt(seen))
+  end
 end

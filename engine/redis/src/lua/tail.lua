@@ -1,10 +1,13 @@
 -- What a follower of the session has not read yet: up to ARGV[2] log
 -- entries after entry id ARGV[1] ("<seq>-<k>"), events and control entries
 -- alike, in log order. Answers {'unknown'} or
--- {'ok', oldest, head, kind, seq, k, stream, index, nonce, payload, ...}
+-- {'ok', oldest, head, ns, at, kind, seq, k, stream, index, nonce, payload,
+-- ...} where `at` is the nonce of the event at ARGV[1]'s seq ('' when it is
+-- not retained): a follower compares it with the one it applied there, to
+-- tell a log rewritten by a failover.
 -- where kind is 'v' (an event) or 'e' (stream `stream` ended; index, nonce
 -- and payload are empty). A session some node follows stays alive: this
--- resets its idle clock.
+-- resets its idle clock. ARGV[3]: the head the follower has (note_seen).
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -14,7 +17,16 @@ if not m then
   return { 'unknown' }
 end
 touch(m)
-local out = { 'ok', m.oldest, m.head }
+note_seen(m, tonumber(ARGV[3] or '0') or 0)
+local at_seq = tonumber(string.match(ARGV[1], '^(%d+)-'))
+local at = ''
+if at_seq and at_seq > 0 then
+  local e = entry_get(at_seq)
+  if e then
+    at = e['n']
+  end
+end
+local out = { 'ok', m.oldest, m.head, m.ns, at }
 local page = redis.call('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 for _, it in ipairs(page) do
   local e = fields(it[2])

@@ -24,6 +24,20 @@ pub async fn start(config: ServerConfig) -> TestServer {
     TestServer::at(addr, "/mcp", server)
 }
 
+/// A cluster-mode server (`docs/SPEC.md` §8) on the Redis at `redis_url`,
+/// on an ephemeral loopback port.
+pub async fn start_cluster(config: ServerConfig, redis_url: &str) -> TestServer {
+    let store_config = gapless_redis::StoreConfig {
+        ring: config.hub.ring,
+        idle_timeout: config.hub.idle_timeout,
+        ..gapless_redis::StoreConfig::default()
+    };
+    let store = gapless_redis::RedisStore::connect(redis_url, store_config).await.unwrap();
+    let server = McpServer::builder(DemoHost).config(config).store(store, redis_url).build().unwrap();
+    let addr = serve(server.router()).await;
+    TestServer::at(addr, "/mcp", server)
+}
+
 /// The real server through `McpServer::serve` (connection limits,
 /// timeouts) on an ephemeral loopback port, never shut down.
 pub async fn start_served(config: ServerConfig, serve: gapless_server::ServeConfig) -> TestServer {
