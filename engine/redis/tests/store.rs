@@ -266,7 +266,16 @@ async fn resume_replays_the_stream_and_checks_the_nonce() {
     assert_eq!(r.kind(), ErrorKind::NamespaceMismatch, "the store mints every id with a check");
     let beyond = EventId::new(sess.ns, two, Seq(99)).with_check(7).to_string();
     let r = s.resume(ResumeRequest::new(&sid).cursor(&beyond), Target::Stream).await.unwrap_err();
-    assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "a checked seq beyond the head was lost");
+    assert_eq!(r.kind(), ErrorKind::CursorAhead, "beyond the head, and nothing known lost: never emitted");
+    // A node had seen a head of 120: the store lost up to 120 (a failover).
+    let r =
+        s.resume_seen(ResumeRequest::new(&sid).cursor(&beyond), Target::Stream, Seq(120)).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "a checked seq the store lost");
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&beyond), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "the store remembers what it lost");
+    let past = EventId::new(sess.ns, two, Seq(121)).with_check(7).to_string();
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&past), Target::Stream).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::CursorAhead, "beyond what was lost: never emitted");
 }
 
 /// A follower attaches where the log is, is woken by announcements, and
