@@ -85,8 +85,10 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// What a replica's follower calls when its session is gone from the store.
-pub(crate) type OnGone = Arc<dyn Fn(SessionId) + Send + Sync>;
+/// What a replica's follower calls when its session is gone from the store
+/// (or its replica is stale): drops that replica, if it is still the one
+/// the node serves.
+pub(crate) type OnGone = Arc<dyn Fn(&Arc<Session>) + Send + Sync>;
 
 impl Cluster {
     /// A cluster on `store` (announcements from the same Redis).
@@ -115,14 +117,23 @@ impl Cluster {
         tokio::spawn(async move {
             let mut beat = tokio::time::interval(NODE_LEASE / 3);
             let mut reap = tokio::time::interval(REAP_EVERY);
+            // Since when this node's lease has been renewed without a break:
+            // after a store outage every lease has run out, and the other
+            // nodes need a lease period to renew theirs before anyone may
+            // call them dead.
+            let mut healthy_since: Option<tokio::time::Instant> = None;
             loop {
                 tokio::select! {
-                    _ = beat.tick() => {
-                        if let Err(e) = me.store.heartbeat(&me.node, NODE_LEASE).await {
+                    _ = beat.tick() => match me.store.heartbeat(&me.node, NODE_LEASE).await {
+                        Ok(()) => {
+                            healthy_since.get_or_insert_with(tokio::time::Instant::now);
+                        }
+                        Err(e) => {
+                            healthy_since = None;
                             tracing::debug!(error = %e, "node lease not renewed");
                         }
-                    }
-                    _ = reap.tick() => match me.store.reap(&me.node, orphan_answer).await {
+                    },
+                    _ = reap.tick(), if healthy_since.is_some_and(|t| t.elapsed() > NODE_LEASE + REAP_EVERY) => match me.store.reap(&me.node, orphan_answer).await {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(answered = n, "answered the open requests of a node that stopped"),
                         Err(e) => tracing::debug!(error = %e, "reaper: store unavailable"),
@@ -269,10 +280,13 @@ impl Cluster {
                     // replica holds (a failover; the store now knows up to
                     // which seq): the replica is stale.
                     tracing::warn!(session = ?id, store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
-                    on_gone(id);
+                    on_gone(&session);
                     break;
                 }
                 Ok(Some(tail)) => {
+                    if tail.migrated && !session.is_migrated() {
+                        session.set_migrated();
+                    }
                     let n = tail.entries.len();
                     let mut broken = false;
                     for (pos, entry) in tail.entries {
@@ -288,8 +302,10 @@ impl Cluster {
                     }
                     let _ = applied.send(session.reader().head().0);
                     if broken {
-                        tracing::warn!(session = ?id, "replica fell behind the store's window; closing it");
-                        on_gone(id);
+                        if !session.is_closed() {
+                            tracing::warn!(session = ?id, "replica fell behind the store's window; closing it");
+                        }
+                        on_gone(&session);
                         break;
                     }
                     if n == TAIL_BATCH {
@@ -298,7 +314,7 @@ impl Cluster {
                 }
                 Ok(None) => {
                     // Deleted or expired in the store.
-                    on_gone(id);
+                    on_gone(&session);
                     break;
                 }
                 Err(e) => {
@@ -360,7 +376,13 @@ fn apply(session: &Session, entry: TailEntry) -> bool {
             session.publish(&h, wrap(e.check, e.index_in_stream, &e.payload)).is_ok()
         }
         TailEntry::Ended(s) => {
-            if let Some(h) = session.reader().handle(s) {
+            // A stream may end before any event of it reached this replica.
+            let h = match session.reader().handle(s) {
+                Some(h) => Some(h),
+                None if s.0 > session.reader().streams_opened() => session.open_streams_to(s).ok().flatten(),
+                None => None,
+            };
+            if let Some(h) = h {
                 let _ = session.end_stream(&h);
             }
             true

@@ -57,21 +57,27 @@ pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &s
 /// notifications can never evict it before it is written.
 pub(crate) type Reply = Option<oneshot::Sender<Value>>;
 
-/// Publishes the response message on the request's stream and hands it to
-/// `reply` if there is one. In cluster mode a store that is down is
-/// retried (a response that was never stored would leave the stream
-/// without an end) until the client-request timeout.
-async fn respond(conn: &Conn, stream: &StreamHandle, msg: Value, reply: Reply) {
-    let deadline = tokio::time::Instant::now() + conn.config.client_request_timeout;
-    loop {
-        match conn.publish_now(stream, Some(&msg)).await {
-            Err(crate::host::SendError::Refused(e))
-                if conn.cluster.is_some() && tokio::time::Instant::now() < deadline =>
-            {
-                tracing::warn!(session = ?conn.session.id(), error = %e, "response not stored yet; retrying");
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+/// Publishes the response message on the request's stream (ending the
+/// stream when it is the request's own) and hands it to `reply` if there is
+/// one. In cluster mode the answer and the end are one idempotent step in
+/// the store, retried while the store is down (a response never stored
+/// would leave the stream without an end) until the client-request timeout.
+async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, reply: Reply) {
+    if conn.cluster.is_some() && own {
+        let deadline = tokio::time::Instant::now() + conn.config.client_request_timeout;
+        loop {
+            match conn.answer(stream, &msg).await {
+                Err(crate::host::SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(session = ?conn.session.id(), error = %e, "response not stored yet; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                _ => break,
             }
-            _ => break,
+        }
+    } else {
+        let _ = conn.publish_now(stream, Some(&msg)).await;
+        if own {
+            let _ = conn.end_stream(stream).await;
         }
     }
     if let Some(tx) = reply {
@@ -123,10 +129,7 @@ pub(crate) async fn start_request(
         );
         let (conn, stream) = (Arc::clone(conn), stream.clone());
         tokio::spawn(async move {
-            respond(&conn, &stream, jsonrpc::response(&id, Err(e)), reply).await;
-            if own {
-                let _ = conn.end_stream(&stream).await;
-            }
+            respond(&conn, &stream, own, jsonrpc::response(&id, Err(e)), reply).await;
         });
         return;
     };
@@ -176,13 +179,14 @@ pub(crate) async fn start_request(
                 }
             }
         };
-        if let Some(outcome) = outcome {
-            respond(&conn, &stream, jsonrpc::response(&id, outcome), reply).await;
+        match outcome {
+            Some(outcome) => respond(&conn, &stream, own, jsonrpc::response(&id, outcome), reply).await,
+            None if own => {
+                let _ = conn.end_stream(&stream).await;
+            }
+            None => {}
         }
         conn.finish_request(&id);
-        if own {
-            let _ = conn.end_stream(&stream).await;
-        }
         if let (true, Some(c)) = (registered, &conn.cluster) {
             let _ = c.store.finish_request(&c.node, &conn.session.id(), stream.id()).await;
         }

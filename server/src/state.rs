@@ -103,9 +103,12 @@ impl AppState {
     /// drops the session and its transport state.
     pub(crate) fn on_gone(self: &Arc<Self>) -> crate::cluster::OnGone {
         let me = Arc::downgrade(self);
-        Arc::new(move |id| {
-            if let Some(state) = me.upgrade() {
-                state.remove(&id);
+        Arc::new(move |session: &Arc<Session>| {
+            let Some(state) = me.upgrade() else { return };
+            // Only if it is still the replica the node serves: a replaced
+            // follower must not drop its successor.
+            if state.hub.remove_exact(session) {
+                state.remove(&session.id());
             }
         })
     }
@@ -273,20 +276,33 @@ impl Conn {
         }
     }
 
+    /// Cluster mode: answers a request on its own stream and ends the
+    /// stream in one step (`RedisStore::answer`); `Ok(false)` if it had
+    /// ended already (answered, or by the reaper).
+    pub(crate) async fn answer(&self, stream: &StreamHandle, msg: &Value) -> Result<bool, SendError> {
+        let c = self.cluster.as_ref().expect("cluster mode");
+        c.store.answer(&self.session.id(), stream.id(), &json_bytes(msg)).await.map_err(|e| match e {
+            gapless_redis::StoreError::UnknownSession => SendError::Closed,
+            e => SendError::Refused(e.to_string()),
+        })
+    }
+
     /// Opens a stream (in the store, in cluster mode; the replica mirrors
     /// it at once).
     pub(crate) async fn open_stream(&self) -> Result<StreamHandle, SendError> {
         match &self.cluster {
             Some(c) => {
-                let id = c.store.open_stream(&self.session.id()).await.map_err(|e| match e {
-                    gapless_redis::StoreError::UnknownSession => SendError::Closed,
-                    e => SendError::Refused(e.to_string()),
-                })?;
-                if id.0 <= self.session.reader().streams_opened() {
-                    // The store numbers streams below what this replica has
-                    // seen: a failover lost some, and the replica is stale.
-                    // Never serve a new stream from it (its id may be one of
-                    // the lost streams' here).
+                let seen = self.session.reader().head();
+                let (id, head) =
+                    c.store.open_stream_seen(&self.session.id(), seen).await.map_err(|e| match e {
+                        gapless_redis::StoreError::UnknownSession => SendError::Closed,
+                        e => SendError::Refused(e.to_string()),
+                    })?;
+                if head < seen {
+                    // The store's head is below what this replica has: a
+                    // failover lost events, and the replica is stale. Never
+                    // serve a new stream from it (its id may be one of the
+                    // lost streams' here).
                     let (c, sid) = (Arc::clone(c), self.session.id());
                     tokio::spawn(async move {
                         let _ = c.store.end_stream(&sid, id).await;

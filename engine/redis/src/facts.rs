@@ -86,8 +86,12 @@ pub struct ReplayPlan {
     /// The first seq to read: `after + 1`, or the window's oldest when the
     /// decision proved the seqs below it were of other streams.
     pub from: Seq,
-    /// The store's head when decided.
+    /// The last seq to read (the store's head when decided, or `after`
+    /// for an empty replay).
     pub to: Seq,
+    /// The store's head when decided: a node whose replica is ahead of it
+    /// holds events the store lost (a failover).
+    pub head: Seq,
     /// The stream, for a stream resume.
     pub stream: Option<StreamId>,
 }
@@ -266,6 +270,7 @@ impl SessionFacts for RedisFacts {
                 after,
                 from: Seq((after.0 + 1).max(self.oldest)),
                 to: Seq(to),
+                head: Seq(self.head),
                 stream: Some(stream),
             }),
             Err(missing) => {
@@ -279,7 +284,13 @@ impl SessionFacts for RedisFacts {
             return Err(SnapshotError::Ahead { head: Seq(self.head) });
         }
         match gap::session_gap(after.0, self.oldest) {
-            Ok(()) => Ok(ReplayPlan { after, from: Seq(after.0 + 1), to: Seq(self.head), stream: None }),
+            Ok(()) => Ok(ReplayPlan {
+                after,
+                from: Seq(after.0 + 1),
+                to: Seq(self.head),
+                head: Seq(self.head),
+                stream: None,
+            }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
             }
@@ -287,7 +298,7 @@ impl SessionFacts for RedisFacts {
     }
 
     fn replay_empty(&self, after: Seq, stream: StreamId) -> ReplayPlan {
-        ReplayPlan { after, from: Seq(after.0 + 1), to: after, stream: Some(stream) }
+        ReplayPlan { after, from: Seq(after.0 + 1), to: after, head: Seq(self.head), stream: Some(stream) }
     }
 
     fn nonces(&self) -> bool {

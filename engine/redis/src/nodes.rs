@@ -31,12 +31,6 @@ impl RedisStore {
         self.cmd::<()>(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms()).arg(node)).await
     }
 
-    /// Ends node `node`'s lease now (a clean shutdown): its open requests
-    /// are answered by the next reaper.
-    pub async fn leave(&self, node: &str) -> Result<(), StoreError> {
-        self.cmd::<()>(redis::cmd("DEL").arg(node_alive(&self.config.prefix, node))).await
-    }
-
     /// Records that `node` runs request `request_id` (its JSON-RPC id, as
     /// JSON) on `stream` of session `id`.
     pub async fn register_request(

@@ -211,6 +211,8 @@ pub struct Tail {
     /// The nonce of the event at the asked position's seq, if retained: a
     /// follower that applied another there follows a rewritten log.
     pub check_at: Option<u64>,
+    /// A WebSocket redeemed a ticket of the session.
+    pub migrated: bool,
     /// Entries after the asked position, in log order, with their positions.
     pub entries: Vec<(Position, TailEntry)>,
 }
@@ -413,7 +415,7 @@ impl RedisStore {
             return Ok(None);
         }
         let mut entries = Vec::new();
-        for e in r[5..].chunks(7) {
+        for e in r[6..].chunks(7) {
             let [kind, seq, k, stream, index, nonce, payload] = e else {
                 return Err(StoreError::Protocol("ragged tail".into()));
             };
@@ -442,6 +444,7 @@ impl RedisStore {
             head: Seq(int(r.get(2))?),
             ns: namespace(r.get(3))?,
             check_at: opt_hex(r.get(4))?,
+            migrated: int(r.get(5))? == 1,
             entries,
         }))
     }
@@ -468,9 +471,33 @@ impl RedisStore {
 
     /// Opens a stream on the session.
     pub async fn open_stream(&self, id: &SessionId) -> Result<StreamId, StoreError> {
-        let r = self.call(&self.scripts.open_stream, id, &[]).await?;
+        self.open_stream_seen(id, Seq(0)).await.map(|(s, _)| s)
+    }
+
+    /// [`RedisStore::open_stream`] from a node whose replica's head is
+    /// `seen`: also the store's head (below `seen`: the replica holds events
+    /// the store lost; see [`RedisStore::facts_seen`]).
+    pub async fn open_stream_seen(&self, id: &SessionId, seen: Seq) -> Result<(StreamId, Seq), StoreError> {
+        let r = self.call(&self.scripts.open_stream, id, &[seen.0.to_string().as_bytes()]).await?;
         match text(&r[0])?.as_str() {
-            "ok" => Ok(StreamId(int(r.get(1))?)),
+            "ok" => Ok((StreamId(int(r.get(1))?), Seq(int(r.get(2))?))),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// Answers a request on its own stream and ends the stream, in one
+    /// step, unless the stream has ended already (then nothing is written
+    /// and `Ok(false)`): retrying after a timeout, or racing the reaper of a
+    /// node thought dead, never answers twice.
+    pub async fn answer(&self, id: &SessionId, stream: StreamId, payload: &[u8]) -> Result<bool, StoreError> {
+        let nonce = format!("{:016x}", random_u64());
+        let r = self
+            .call(&self.scripts.orphan, id, &[stream.0.to_string().as_bytes(), nonce.as_bytes(), payload])
+            .await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(true),
+            "done" => Ok(false),
+            "too_large" => Err(StoreError::Protocol("the answer exceeds the session's byte budget".into())),
             _ => Err(StoreError::UnknownSession),
         }
     }

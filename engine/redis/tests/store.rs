@@ -120,7 +120,13 @@ async fn two_writers_get_dense_unique_seqs() {
     all.sort_unstable();
     assert_eq!(all, (1..=2000).collect::<Vec<_>>(), "dense, none twice");
     // Every event is where its seq says, with its writer's payload order.
-    let plan = gapless_redis::ReplayPlan { after: Seq(0), from: Seq(1), to: Seq(2000), stream: None };
+    let plan = gapless_redis::ReplayPlan {
+        after: Seq(0),
+        from: Seq(1),
+        to: Seq(2000),
+        head: Seq(2000),
+        stream: None,
+    };
     let events = a.replay(&id, &plan, 333).await.unwrap();
     assert_eq!(events.len(), 2000);
     let a_payloads: Vec<String> = events

@@ -314,6 +314,27 @@ impl Hub {
         Some(s)
     }
 
+    /// Deletes `session` if it is still the one under its id (a replaced
+    /// session was ended when it was replaced); returns whether it did.
+    pub fn remove_exact(&self, session: &Arc<Session>) -> bool {
+        let id = session.id();
+        let s = {
+            let mut shard = lock(self.shard(&id));
+            match shard.get(&id) {
+                Some(current) if Arc::ptr_eq(current, session) => shard.remove(&id),
+                _ => None,
+            }
+        };
+        match s {
+            Some(s) => {
+                self.count.fetch_sub(1, Ordering::AcqRel);
+                self.end(&s);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Ends a session that left the map: its streams end, its readers see
     /// the ring close, and its tickets go from the hub's index too (which
     /// would otherwise keep one entry per ticket of every deleted session).

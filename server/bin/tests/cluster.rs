@@ -667,3 +667,57 @@ async fn a_migration_upgrades_on_one_node_and_attaches_on_another() {
         .unwrap();
     expect_error(r, 403, "ticket_invalid").await;
 }
+
+/// Concurrent requests on one node never make it think its replica stale:
+/// eight calls at once, and resumes while another call publishes, all get
+/// every event and their results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_keep_the_replica() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let (mut done, mut last) = (vec![], None);
+    let r = call(&a.url, &sid, 1, json!({"count": 20})).await;
+    drain(&mut SseReader::new(r), &mut done, &mut last).await.expect("result");
+    let first_cursor = {
+        // The first notification's id: resumable again and again.
+        let r = get(&a.url, &sid, last.as_deref()).await;
+        assert_eq!(r.status(), 200);
+        last.clone().unwrap()
+    };
+    let busy = {
+        let (url, sid) = (b.url.clone(), sid.clone());
+        tokio::spawn(async move {
+            let r = call(&url, &sid, 2, json!({"count": 400, "interval_ms": 2})).await;
+            let (mut seqs, mut last) = (vec![], None);
+            let result = drain(&mut SseReader::new(r), &mut seqs, &mut last).await;
+            (seqs, result.is_some())
+        })
+    };
+    let calls: Vec<_> = (0..8u64)
+        .map(|i| {
+            let (url, sid) = (a.url.clone(), sid.clone());
+            tokio::spawn(async move {
+                let r = call(&url, &sid, 10 + i, json!({"count": 50})).await;
+                let (mut seqs, mut last) = (vec![], None);
+                let result = drain(&mut SseReader::new(r), &mut seqs, &mut last).await;
+                (seqs, result.is_some())
+            })
+        })
+        .collect();
+    for _ in 0..10 {
+        let r = get(&a.url, &sid, Some(&first_cursor)).await;
+        assert_eq!(r.status(), 200, "a resume while another call publishes");
+        let (mut seqs, mut l) = (vec![], None);
+        drain(&mut SseReader::new(r), &mut seqs, &mut l).await;
+        assert!(seqs.is_empty(), "nothing after the stream's last event");
+    }
+    for c in calls {
+        let (seqs, result) = c.await.unwrap();
+        assert!(result, "each call gets its result");
+        assert_eq!(seqs, (1..=50).collect::<Vec<_>>());
+    }
+    let (seqs, result) = busy.await.unwrap();
+    assert!(result);
+    assert_eq!(seqs, (1..=400).collect::<Vec<_>>());
+}

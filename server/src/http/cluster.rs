@@ -24,7 +24,9 @@ pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(10);
 /// The store's replay of `plan`, then the replica's events of the same
 /// target after the store's head at the decision. `Err(None)`: the window
 /// moved meanwhile, decide again.
-async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan) -> Result<Feed, Option<ApiError>> {
+/// `seen` is the replica's head read before the decision: above the store's
+/// head then, the replica holds events the store lost (a failover).
+async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result<Feed, Option<ApiError>> {
     let c = conn.cluster.as_ref().expect("cluster mode");
     let id = conn.session.id();
     let events = match c.store.replay(&id, plan, REPLAY_PAGE).await {
@@ -32,7 +34,7 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan) -> Result<Feed, Option<ApiErr
         Err(ReplayError::Moved) => return Err(None),
         Err(ReplayError::Store(e)) => return Err(Some(ApiError::store_unavailable(&e))),
     };
-    if conn.session.reader().head() > plan.to {
+    if seen > plan.head {
         // The replica holds events the store no longer has (a failover):
         // never serve live events from it; follow the store afresh.
         // (Its transport state goes with it; the caller decides again on a
@@ -87,8 +89,9 @@ pub(super) async fn resume_lane(
         let conn = live_conn(state, sid, req.owner).await?;
         let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
         // The replica's head tells the store what it may have lost.
-        let d = c.store.resume_seen(req, Target::Stream, conn.session.reader().head()).await?;
-        match feed(&conn, &d.replay).await {
+        let seen = conn.session.reader().head();
+        let d = c.store.resume_seen(req, Target::Stream, seen).await?;
+        match feed(&conn, &d.replay, seen).await {
             Ok(feed) => {
                 let stream = d.stream.expect("stream resume");
                 let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
@@ -148,13 +151,18 @@ pub(super) async fn open_standalone(
     }
     let guard = stop.drop_guard();
     for _ in 0..4 {
+        let seen = conn.session.reader().head();
         let plan = match c.store.backlog(&id, conn.session.owner(), standalone.id()).await {
             Ok(Some(Ok(plan))) => plan,
             Ok(Some(Err(e))) => return Err(fail(standalone_gap(e))),
             Ok(None) => return Err(fail(ApiError::unknown_session())),
             Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
         };
-        let plan = if prime && plan.to <= plan.after {
+        let nothing_undelivered = match c.store.marks(&id, standalone.id()).await {
+            Ok((high, delivered)) => high <= delivered,
+            Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+        };
+        let plan = if prime && nothing_undelivered {
             // Nothing undelivered: a priming event first (SEP-1699).
             if let Err(e) = conn.publish_now(&standalone, None).await {
                 return Err(fail(ApiError::send(&e)));
@@ -163,7 +171,7 @@ pub(super) async fn open_standalone(
         } else {
             plan
         };
-        match feed(conn, &plan).await {
+        match feed(conn, &plan, seen).await {
             Ok(feed) => return Ok((feed.guarded(guard), standalone.id(), attach)),
             Err(Some(e)) => return Err(fail(e)),
             Err(None) => continue,
@@ -226,6 +234,7 @@ pub(super) async fn redeem(
         .map_err(ApiError::from)?;
     for _ in 0..4 {
         let conn = state.find_conn(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
+        let seen = conn.session.reader().head();
         let plan = match c.store.session_backlog(&id, owner, cursor).await {
             Ok(Some(Ok(plan))) => plan,
             Ok(Some(Err(SnapshotError::Evicted { oldest, missing, .. }))) => {
@@ -242,7 +251,7 @@ pub(super) async fn redeem(
             Ok(_) => return Err(ApiError::unknown_session()),
             Err(e) => return Err(ApiError::store_unavailable(&e)),
         };
-        match feed(&conn, &plan).await {
+        match feed(&conn, &plan, seen).await {
             Ok(feed) => {
                 conn.session.set_migrated();
                 conn.end_all_sse_streams();

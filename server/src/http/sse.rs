@@ -176,7 +176,9 @@ impl Stream for SseBody {
         if let Some(e) = this.undelivered.take() {
             this.conn.session.reader().mark_delivered(&e);
         }
-        if this.ended.as_mut().poll(cx).is_ready() {
+        // A chunk whose delivery the store recorded is sent even if the
+        // connection is being ended: the store counts it delivered.
+        if this.held.is_none() && this.ended.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
         if let Some((_, _, mark)) = &mut this.held {

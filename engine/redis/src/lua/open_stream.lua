@@ -3,7 +3,8 @@
 -- the directory has doubled since the last sweep; fully delivered ones
 -- leave a tombstone, the newest 256 kept; of the others the newest 256
 -- records stay, older ones fold their high-water seq into `ru`).
--- ARGV: none. Answers {'ok', id} or {'unknown'}.
+-- ARGV: the head the calling node's replica has (see note_seen). Answers
+-- {'ok', id, head} or {'unknown'}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -12,6 +13,7 @@ local m = meta_get()
 if not m then
   return { 'unknown' }
 end
+note_seen(m, tonumber(ARGV[1] or '0') or 0)
 local len = redis.call('HLEN', S)
 if len >= 2 * math.max(m.swept, 8) then
   local all = redis.call('HGETALL', S)
@@ -53,4 +55,4 @@ m.opened = m.opened + 1
 redis.call('HSET', S, fmt(m.opened), '0 0 0 0 0 0')
 meta_put(m)
 touch(m)
-return { 'ok', m.opened }
+return { 'ok', m.opened, m.head }

@@ -1,8 +1,8 @@
 -- What a follower of the session has not read yet: up to ARGV[2] log
 -- entries after entry id ARGV[1] ("<seq>-<k>"), events and control entries
 -- alike, in log order. Answers {'unknown'} or
--- {'ok', oldest, head, ns, at, kind, seq, k, stream, index, nonce, payload,
--- ...} where `at` is the nonce of the event at ARGV[1]'s seq ('' when it is
+-- {'ok', oldest, head, ns, at, migrated (1/0), kind, seq, k, stream, index,
+-- nonce, payload, ...} where `at` is the nonce of the event at ARGV[1]'s seq ('' when it is
 -- not retained): a follower compares it with the one it applied there, to
 -- tell a log rewritten by a failover.
 -- where kind is 'v' (an event) or 'e' (stream `stream` ended; index, nonce
@@ -26,7 +26,7 @@ if at_seq and at_seq > 0 then
     at = e['n']
   end
 end
-local out = { 'ok', m.oldest, m.head, m.ns, at }
+local out = { 'ok', m.oldest, m.head, m.ns, at, m.mig and 1 or 0 }
 local page = redis.call('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 for _, it in ipairs(page) do
   local e = fields(it[2])
