@@ -34,8 +34,13 @@ const TAIL_BATCH: usize = 512;
 /// (an expired session announces nothing).
 const TAIL_POLL: Duration = Duration::from_millis(500);
 
-/// A node's lease in the store; renewed every third of it.
-pub(crate) const NODE_LEASE: Duration = Duration::from_secs(3);
+/// A node's lease in the store. A live node renews it every
+/// [`HEARTBEAT_EVERY`]: only a node that stops (or stalls for most of a
+/// lease) lets it run out.
+pub(crate) const NODE_LEASE: Duration = Duration::from_secs(10);
+
+/// How often a node renews its lease.
+pub(crate) const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a node looks for dead nodes' open requests.
 pub(crate) const REAP_EVERY: Duration = Duration::from_secs(1);
@@ -115,7 +120,7 @@ impl Cluster {
         let me = Arc::clone(self);
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            let mut beat = tokio::time::interval(NODE_LEASE / 3);
+            let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
             let mut reap = tokio::time::interval(REAP_EVERY);
             // Since when this node's lease has been renewed without a break:
             // after a store outage every lease has run out, and the other

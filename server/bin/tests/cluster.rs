@@ -321,7 +321,8 @@ async fn call_tool(url: &str, sid: &str, id: u64, name: &str, args: Value) -> re
 /// `kill -9` of the node running a tool call: a resume on another node
 /// gets exactly cursor+1…head of what the dead node published, then the
 /// explicit JSON-RPC error for the orphaned request, within the bound
-/// (`docs/SPEC.md` §8.5: lease 3 s + reaper 1 s), and the stream ends.
+/// (`docs/SPEC.md` §8.6: lease 10 s + reaper 1 s + a read of the log), and
+/// the stream ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_leaves_no_request_unanswered() {
     let redis = RedisServer::start(&[]);
@@ -349,7 +350,7 @@ async fn a_killed_node_leaves_no_request_unanswered() {
     let mut answer = None;
     // Keep-alive comments would keep a stream without an end open forever:
     // the bound is the test's own deadline.
-    tokio::time::timeout(Duration::from_secs(15), async {
+    tokio::time::timeout(Duration::from_secs(25), async {
         while let Some(e) = sse.next().await {
             if let Some(n) = e.emit_seq() {
                 got.push(n);
@@ -367,7 +368,7 @@ async fn a_killed_node_leaves_no_request_unanswered() {
     let answer = answer.expect("an answer for the orphaned request");
     assert_eq!(answer["id"], json!(7));
     assert_eq!(answer["error"]["code"], json!(-32010), "{answer}");
-    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    assert!(took < Duration::from_secs(13), "answered after {took:?}");
 }
 
 /// The client's response to a server → client request (sampling), POSTed
