@@ -185,6 +185,9 @@ pub(crate) struct Conn {
     /// The cluster's store, when the session lives there: publishing goes
     /// to it, and the local ring is its replica (`cluster.rs`).
     pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Cluster mode: the session's append queue, so that concurrent
+    /// publishes share script calls (`docs/SPEC.md` §8.8).
+    appender: Option<gapless_redis::Appender>,
 }
 
 impl Conn {
@@ -201,6 +204,7 @@ impl Conn {
         cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Self {
         Conn {
+            appender: cluster.as_ref().map(|c| gapless_redis::Appender::new(c.store.clone(), session.id())),
             cluster,
             standalone: session.pacer(session.standalone()),
             session,
@@ -238,8 +242,8 @@ impl Conn {
     pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
         match &self.cluster {
             // The store has no pacing: the cluster's readers are on many
-            // nodes (`docs/SPEC.md` §8.8).
-            Some(c) => self.append(c, pacer.stream().id(), bytes).await,
+            // nodes (`docs/SPEC.md` §8.9).
+            Some(_) => self.append(pacer.stream().id(), bytes).await,
             None => Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?),
         }
     }
@@ -256,19 +260,15 @@ impl Conn {
     ) -> Result<Seq, SendError> {
         let bytes = msg.map_or_else(Bytes::new, json_bytes);
         match &self.cluster {
-            Some(c) => self.append(c, stream.id(), bytes).await,
+            Some(_) => self.append(stream.id(), bytes).await,
             None => Ok(self.session.publish(stream, bytes)?),
         }
     }
 
-    async fn append(
-        &self,
-        c: &crate::cluster::Cluster,
-        stream: StreamId,
-        bytes: Bytes,
-    ) -> Result<Seq, SendError> {
-        match c.store.append(&self.session.id(), &[(stream, bytes)]).await {
-            Ok(a) => Ok(a[0].seq),
+    async fn append(&self, stream: StreamId, bytes: Bytes) -> Result<Seq, SendError> {
+        let queue = self.appender.as_ref().expect("cluster mode");
+        match queue.push(stream, bytes).await {
+            Ok(a) => Ok(a.seq),
             Err(gapless_redis::AppendError::Store(gapless_redis::StoreError::UnknownSession)) => {
                 Err(SendError::Closed)
             }

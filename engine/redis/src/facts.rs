@@ -2,8 +2,7 @@
 //! ([`RedisFacts`], `lua/facts.lua`), and what a granted resume replays
 //! ([`ReplayPlan`]).
 
-use crate::store::{hex, int, text, StoreError, StoredEvent};
-use bytes::Bytes;
+use crate::store::{hex, int, text, StoreError};
 use gapless::ring::gap::{self, FirstRetained, Pending, StreamMarks};
 use gapless::ring::{SnapshotError, StreamInfo};
 use gapless::session::{Entry, SessionFacts};
@@ -94,6 +93,9 @@ pub struct ReplayPlan {
     pub head: Seq,
     /// The stream, for a stream resume.
     pub stream: Option<StreamId>,
+    /// The incarnation decided on: a replay that finds another one (the
+    /// session deleted and created again meanwhile) reads nothing of it.
+    pub ns: Namespace,
 }
 
 fn array(v: &Value) -> Result<&[Value], StoreError> {
@@ -181,28 +183,6 @@ impl RedisFacts {
     }
 }
 
-/// Parses `lua/range.lua`'s events (after its status, oldest and head).
-pub(crate) fn events(r: &[Value]) -> Result<Vec<StoredEvent>, StoreError> {
-    let mut out = Vec::with_capacity(r.len() / 5);
-    for e in r.chunks(5) {
-        let [seq, stream, index, nonce, payload] = e else {
-            return Err(StoreError::Protocol("ragged event list".into()));
-        };
-        let payload = match payload {
-            Value::BulkString(b) => Bytes::from(b.clone()),
-            other => return Err(StoreError::Protocol(format!("expected a payload, got {other:?}"))),
-        };
-        out.push(StoredEvent {
-            seq: Seq(int(Some(seq))?),
-            stream: StreamId(int(Some(stream))?),
-            index_in_stream: int(Some(index))?,
-            check: hex(Some(nonce))?,
-            payload,
-        });
-    }
-    Ok(out)
-}
-
 impl SessionFacts for RedisFacts {
     type Replay = ReplayPlan;
 
@@ -272,6 +252,7 @@ impl SessionFacts for RedisFacts {
                 to: Seq(to),
                 head: Seq(self.head),
                 stream: Some(stream),
+                ns: self.ns,
             }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
@@ -290,6 +271,7 @@ impl SessionFacts for RedisFacts {
                 to: Seq(self.head),
                 head: Seq(self.head),
                 stream: None,
+                ns: self.ns,
             }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
@@ -298,7 +280,14 @@ impl SessionFacts for RedisFacts {
     }
 
     fn replay_empty(&self, after: Seq, stream: StreamId) -> ReplayPlan {
-        ReplayPlan { after, from: Seq(after.0 + 1), to: after, head: Seq(self.head), stream: Some(stream) }
+        ReplayPlan {
+            after,
+            from: Seq(after.0 + 1),
+            to: after,
+            head: Seq(self.head),
+            stream: Some(stream),
+            ns: self.ns,
+        }
     }
 
     fn nonces(&self) -> bool {

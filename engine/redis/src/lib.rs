@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod appender;
 mod facts;
 mod keys;
 mod nodes;
@@ -37,9 +38,10 @@ mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use appender::{Appender, MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
 pub use facts::{RedisFacts, ReplayPlan};
 pub use notify::{Notifier, Watch};
 pub use store::{
     AppendError, Appended, Attach, Position, RedisStore, ReplayError, StoreConfig, StoreError, StoredEvent,
-    StoredSession, Tail, TailEntry, DEFAULT_PREFIX,
+    StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
 };

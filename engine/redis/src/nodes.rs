@@ -23,6 +23,17 @@ impl RedisStore {
             .map_err(StoreError::from)
     }
 
+    pub(crate) async fn cmd_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, StoreError> {
+        let mut c = self.conn.clone();
+        tokio::time::timeout(self.config.timeout, pipe.query_async(&mut c))
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
+            .map_err(StoreError::from)
+    }
+
     /// Renews node `node`'s lease for `ttl` (call it several times per `ttl`).
     pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<(), StoreError> {
         let p = &self.config.prefix;

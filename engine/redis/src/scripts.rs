@@ -32,7 +32,6 @@ pub(crate) struct Scripts {
     pub(crate) deliver: Script,
     pub(crate) delete: Script,
     pub(crate) facts: Script,
-    pub(crate) range: Script,
     pub(crate) tail: Script,
     pub(crate) attach: Script,
     pub(crate) set_version: Script,
@@ -57,7 +56,6 @@ impl Scripts {
             deliver: script(include_str!("lua/deliver.lua")),
             delete: script(include_str!("lua/delete.lua")),
             facts: script(include_str!("lua/facts.lua")),
-            range: script(include_str!("lua/range.lua")),
             tail: script(include_str!("lua/tail.lua")),
             attach: script(include_str!("lua/attach.lua")),
             set_version: script(include_str!("lua/set_version.lua")),
@@ -72,7 +70,7 @@ impl Scripts {
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 18] {
+    pub(crate) fn all(&self) -> [&Script; 17] {
         [
             &self.create,
             &self.lookup,
@@ -82,7 +80,6 @@ impl Scripts {
             &self.deliver,
             &self.delete,
             &self.facts,
-            &self.range,
             &self.tail,
             &self.attach,
             &self.set_version,

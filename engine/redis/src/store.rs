@@ -16,6 +16,9 @@ use std::time::Duration;
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "gapless:";
 
+/// How many `XRANGE`s one replay round trip sends ([`RedisStore::replay`]).
+pub const REPLAY_CHUNKS: usize = 16;
+
 /// How the store bounds each session (fixed per session at its creation, so
 /// every node trims it alike) and names its keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -796,46 +799,108 @@ impl RedisStore {
         decide(&facts, req.cursor, target)
     }
 
-    /// Reads a granted replay, in pages of `page` events, checking on every
-    /// page that the window still holds what is left of the gap; if it moved
-    /// past it, [`ReplayError::Moved`]: decide again.
+    /// Reads the events `plan` grants, in seq order. The log is read
+    /// directly (no script): `XRANGE`s of `page` seqs each, up to
+    /// [`REPLAY_CHUNKS`] of them in one `MULTI`/`EXEC` with the session's
+    /// namespace, so one round trip reads up to `page * REPLAY_CHUNKS`
+    /// seqs. Every seq of the range must be there, in the decided
+    /// incarnation: otherwise the window moved (or the session was
+    /// replaced) after the decision, and the answer is
+    /// [`ReplayError::Moved`].
     pub async fn replay(
         &self,
         id: &SessionId,
         plan: &ReplayPlan,
         page: usize,
     ) -> Result<Vec<StoredEvent>, ReplayError> {
+        let [meta, log, ..] = session_keys(&self.config.prefix, id);
+        let page = page.max(1) as u64;
         let mut out = Vec::new();
         let mut next = plan.from.0;
-        let only = plan.stream.map_or(0, |s| s.0).to_string();
-        let (upto, count) = (plan.to.0.to_string(), page.max(1).to_string());
         while next <= plan.to.0 {
-            let from = next.to_string();
-            let r = self
-                .call(
-                    &self.scripts.range,
-                    id,
-                    &[from.as_bytes(), count.as_bytes(), only.as_bytes(), upto.as_bytes()],
-                )
-                .await?;
-            if text(&r[0])? != "ok" {
+            let mut pipe = redis::pipe();
+            pipe.atomic().cmd("HGET").arg(&meta).arg("ns");
+            let mut chunks = Vec::new();
+            while chunks.len() < REPLAY_CHUNKS && next <= plan.to.0 {
+                let last = (next + page - 1).min(plan.to.0);
+                pipe.cmd("XRANGE").arg(&log).arg(format!("{next}-0")).arg(format!("{last}-0"));
+                chunks.push((next, last));
+                next = last + 1;
+            }
+            let r: Vec<Value> = self.cmd_pipe(&pipe).await?;
+            let ns = match r.first() {
+                Some(Value::Nil) | None => return Err(ReplayError::Moved),
+                Some(v) => hex(Some(v))?,
+            };
+            if ns != plan.ns.0 {
                 return Err(ReplayError::Moved);
             }
-            let oldest = int(r.get(1))?;
-            if oldest > next {
-                return Err(ReplayError::Moved);
-            }
-            let events = facts::events(&r[3..])?;
-            let Some(last) = events.last() else { break };
-            next = last.seq.0 + 1;
-            let full = events.len() < page.max(1);
-            out.extend(events);
-            if full {
-                break;
+            for ((first, last), entries) in chunks.into_iter().zip(&r[1..]) {
+                let mut want = first;
+                for e in log_events(entries)? {
+                    if e.seq.0 != want {
+                        return Err(ReplayError::Moved); // trimmed meanwhile
+                    }
+                    want += 1;
+                    if plan.stream.is_none_or(|s| s == e.stream) {
+                        out.push(e);
+                    }
+                }
+                if want != last + 1 {
+                    return Err(ReplayError::Moved);
+                }
             }
         }
         Ok(out)
     }
+}
+
+/// The events of one `XRANGE` reply of a session's log, in log order
+/// (control entries, `<seq>-<k>` with `k >= 1`, are left out).
+fn log_events(v: &Value) -> Result<Vec<StoredEvent>, StoreError> {
+    let Value::Array(entries) = v else {
+        return Err(StoreError::Protocol(format!("XRANGE answered {v:?}")));
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Array(pair) = entry else {
+            return Err(StoreError::Protocol("a log entry is not a pair".into()));
+        };
+        let [id, Value::Array(fields)] = &pair[..] else {
+            return Err(StoreError::Protocol("a log entry is not an id and fields".into()));
+        };
+        let id = text(id)?;
+        let Some((seq, "0")) = id.split_once('-') else { continue };
+        let (mut stream, mut index, mut check, mut payload) = (None, None, None, None);
+        for kv in fields.chunks(2) {
+            let [k, v] = kv else { return Err(StoreError::Protocol("ragged log entry".into())) };
+            match text(k)?.as_str() {
+                "s" => stream = Some(int(Some(v))?),
+                "i" => index = Some(int(Some(v))?),
+                "n" => check = Some(hex(Some(v))?),
+                "p" => {
+                    payload = Some(match v {
+                        Value::BulkString(b) => Bytes::from(b.clone()),
+                        other => {
+                            return Err(StoreError::Protocol(format!("expected a payload, got {other:?}")))
+                        }
+                    })
+                }
+                _ => {}
+            }
+        }
+        let (Some(stream), Some(index), Some(check), Some(payload)) = (stream, index, check, payload) else {
+            return Err(StoreError::Protocol(format!("log entry {id} lacks a field")));
+        };
+        out.push(StoredEvent {
+            seq: Seq(seq.parse().map_err(|_| StoreError::Protocol(format!("log entry id {id}")))?),
+            stream: StreamId(stream),
+            index_in_stream: index,
+            check,
+            payload,
+        });
+    }
+    Ok(out)
 }
 
 /// A store failure as the decision table's 503.

@@ -100,7 +100,7 @@ async fn two_writers_get_dense_unique_seqs() {
     let redis = RedisServer::start(&[]);
     let (a, b) = (store(&redis, 1 << 16, 1 << 24).await, store(&redis, 1 << 16, 1 << 24).await);
     let id = SessionId::random();
-    a.create(id, None).await.unwrap();
+    let ns = a.create(id, None).await.unwrap().ns;
     let write = |s: RedisStore, tag: &'static str| {
         tokio::spawn(async move {
             let mut seqs = Vec::new();
@@ -126,6 +126,7 @@ async fn two_writers_get_dense_unique_seqs() {
         to: Seq(2000),
         head: Seq(2000),
         stream: None,
+        ns,
     };
     let events = a.replay(&id, &plan, 333).await.unwrap();
     assert_eq!(events.len(), 2000);
@@ -340,4 +341,38 @@ async fn followers_attach_tail_and_are_woken() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A replay reads exactly what was decided, or nothing: a window trimmed
+/// past the gap after the decision, or a session replaced under the same
+/// id with as many events, is `Moved` (decide again), never a replay of
+/// other events.
+#[tokio::test]
+async fn a_replay_after_the_window_moved_or_the_session_was_replaced_is_moved() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 8, 1 << 20).await;
+    let id = SessionId::random();
+    let sid = id.to_string();
+    let sess = s.create(id, None).await.unwrap();
+    let got = s.append(&id, &[ev(1, "a"), ev(1, "b"), ev(1, "c")]).await.unwrap();
+    let cursor = EventId::new(sess.ns, StreamId(1), got[0].seq).with_check(got[0].check).to_string();
+    s.mark_delivered(&id, StreamId(1), got[0].seq, 1).await.unwrap();
+    let d = s.resume(ResumeRequest::new(&sid).cursor(&cursor), Target::Stream).await.unwrap();
+    let read = |e: &[gapless_redis::StoredEvent]| e.iter().map(|e| e.payload.clone()).collect::<Vec<_>>();
+    assert_eq!(read(&s.replay(&id, &d.replay, 1).await.unwrap()), [Bytes::from("b"), Bytes::from("c")]);
+    // Trimmed: 8 more events push seqs 2 and 3 out.
+    for i in 0..8 {
+        s.append(&id, &[ev(1, &format!("x{i}"))]).await.unwrap();
+    }
+    assert_eq!(s.replay(&id, &d.replay, 1000).await, Err(gapless_redis::ReplayError::Moved));
+    // Replaced: a new incarnation with events at the same seqs.
+    let s2 = store(&redis, 64, 1 << 20).await;
+    let fresh = s2.create(id, None).await.unwrap();
+    let got = s2.append(&id, &[ev(1, "a"), ev(1, "b"), ev(1, "c")]).await.unwrap();
+    s2.mark_delivered(&id, StreamId(1), got[0].seq, 1).await.unwrap();
+    let cursor = EventId::new(fresh.ns, StreamId(1), got[0].seq).with_check(got[0].check).to_string();
+    let d = s2.resume(ResumeRequest::new(&sid).cursor(&cursor), Target::Stream).await.unwrap();
+    s2.create(id, None).await.unwrap();
+    s2.append(&id, &[ev(1, "p"), ev(1, "q"), ev(1, "r")]).await.unwrap();
+    assert_eq!(s2.replay(&id, &d.replay, 1000).await, Err(gapless_redis::ReplayError::Moved));
 }

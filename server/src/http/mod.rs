@@ -10,7 +10,7 @@
 //!
 //! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes,
 //! the standalone stream and migrations from the store; the legacy routes
-//! are not served there yet (§8.8).
+//! are not served there yet (§8.9).
 
 mod cluster;
 mod endpoint;

@@ -145,12 +145,26 @@ end
 local function write_events(m, recs, events)
   local first_seq = m.head + 1
   local old_oldest = m.oldest
+  -- Payload lengths of the events about to be evicted, read 256 at a time
+  -- (one XRANGE, not one per evicted event). An entry that is not there
+  -- counts 0: the script never fails half-way (Redis does not undo it).
   local lens = {}
   local function len_of(seq)
-    if lens[seq] then
-      return lens[seq]
+    if not lens[seq] then
+      lens[seq] = 0
+      for _, it in ipairs(redis.call('XRANGE', L, fmt(seq) .. '-0', '+', 'COUNT', 256)) do
+        local at = tonumber(string.match(it[1], '^(%d+)-0$'))
+        if at then
+          local f = it[2]
+          for k = 1, #f, 2 do
+            if f[k] == 'p' then
+              lens[at] = #f[k + 1]
+            end
+          end
+        end
+      end
     end
-    return #entry_get(seq)['p']
+    return lens[seq]
   end
   for _, ev in ipairs(events) do
     local sid, nonce, payload = ev[1], ev[2], ev[3]
