@@ -54,15 +54,54 @@ pub(crate) fn wrap(check: u64, index: u64, payload: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// One async lock per session, made when first asked for and dropped when
+/// no one holds or waits for it (the map holds only weak references).
+#[derive(Default)]
+pub(crate) struct KeyedLock(Mutex<HashMap<SessionId, Weak<tokio::sync::Mutex<()>>>>);
+
+impl KeyedLock {
+    pub(crate) async fn lock(&self, id: SessionId) -> tokio::sync::OwnedMutexGuard<()> {
+        let one = {
+            let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            m.retain(|_, w| w.strong_count() > 0);
+            match m.get(&id).and_then(Weak::upgrade) {
+                Some(one) => one,
+                None => {
+                    let one = Arc::new(tokio::sync::Mutex::new(()));
+                    m.insert(id, Arc::downgrade(&one));
+                    one
+                }
+            }
+        };
+        one.lock_owned().await
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().values().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
 /// The check, the index in its stream, and the payload of a replica event.
 pub(crate) fn unwrap(payload: &Bytes) -> (u64, u64, Bytes) {
     if payload.len() < PREFIX {
         // Never written by a follower; shown as it is.
         return (0, 0, payload.clone());
     }
-    let check = u64::from_le_bytes(payload[..8].try_into().expect("8 bytes"));
-    let index = u64::from_le_bytes(payload[8..16].try_into().expect("8 bytes"));
+    let (check, index) = position(payload);
     (check, index, payload.slice(PREFIX..))
+}
+
+/// The check and the index in its stream of a replica event (`(0, 0)` for
+/// one no follower wrote).
+pub(crate) fn position(payload: &[u8]) -> (u64, u64) {
+    match (payload.get(..8), payload.get(8..PREFIX)) {
+        (Some(c), Some(i)) => (
+            u64::from_le_bytes(c.try_into().expect("8 bytes")),
+            u64::from_le_bytes(i.try_into().expect("8 bytes")),
+        ),
+        _ => (0, 0),
+    }
 }
 
 /// The store and this node's followers.
@@ -75,7 +114,7 @@ pub(crate) struct Cluster {
     followers: Mutex<HashMap<SessionId, Follower>>,
     /// One attach at a time on this node (two requests of a new session
     /// arriving together would otherwise make two replicas).
-    attaching: tokio::sync::Mutex<()>,
+    attaching: KeyedLock,
 }
 
 struct Follower {
@@ -104,13 +143,7 @@ impl Cluster {
             getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
             u64::from_le_bytes(b)
         });
-        Ok(Cluster {
-            store,
-            node,
-            notifier,
-            followers: Mutex::default(),
-            attaching: tokio::sync::Mutex::new(()),
-        })
+        Ok(Cluster { store, node, notifier, followers: Mutex::default(), attaching: KeyedLock::default() })
     }
 
     /// Starts the node's background work: its lease, the reaper of dead
@@ -203,10 +236,12 @@ impl Cluster {
         self.start_replica(hub, id, owner, &at, on_gone)
     }
 
-    /// Held while a request of a session this node has no transport state
-    /// for attaches one (two arriving together would make two replicas).
-    pub(crate) async fn attach_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.attaching.lock().await
+    /// Held while a request of session `id`, which this node has no
+    /// transport state for, attaches one (two arriving together would make
+    /// two replicas). One lock per session: a slow attach holds up only
+    /// its own session's requests.
+    pub(crate) async fn attach_lock(&self, id: SessionId) -> tokio::sync::OwnedMutexGuard<()> {
+        self.attaching.lock(id).await
     }
 
     /// A local replica of session `id` as the store has it now, if `owner`
@@ -479,5 +514,29 @@ fn on_bus(state: &crate::state::AppState, msg: &[u8]) {
                 conn.end_all_sse_streams();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyedLock;
+    use gapless::SessionId;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn one_session_waits_for_its_own_lock_only() {
+        let locks = std::sync::Arc::new(KeyedLock::default());
+        let (a, b) = (SessionId::random(), SessionId::random());
+        let held = locks.lock(a).await;
+        // Another session's lock is free.
+        tokio::time::timeout(Duration::from_secs(1), locks.lock(b)).await.expect("b is not held up by a");
+        // The same session's waits.
+        let l = std::sync::Arc::clone(&locks);
+        let waiter = tokio::spawn(async move { drop(l.lock(a).await) });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "a second holder of a's lock did not wait");
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(1), waiter).await.expect("released").unwrap();
+        assert_eq!(locks.len(), 0, "no lock kept once nobody holds or waits");
     }
 }

@@ -75,7 +75,7 @@ impl AppState {
         }
         let Some(cluster) = &self.cluster else { return Ok(None) };
         let Some(sid) = SessionId::parse(id) else { return Ok(None) };
-        let _one = cluster.attach_lock().await;
+        let _one = cluster.attach_lock(sid).await;
         if let Some(c) = self.conn(id, owner) {
             return Ok(Some(c));
         }
@@ -352,9 +352,10 @@ impl Conn {
         e: &gapless::Event,
     ) -> Option<futures_util::future::BoxFuture<'static, Result<bool, gapless_redis::StoreError>>> {
         let c = Arc::clone(self.cluster.as_ref()?);
-        let (_, _, index) = self.wire(e);
+        let (check, index) = crate::cluster::position(&e.payload);
+        let check = (e.payload.len() >= crate::cluster::PREFIX).then_some(check);
         let (id, stream, seq) = (self.session.id(), e.stream, e.seq);
-        Some(Box::pin(async move { c.store.mark_delivered(&id, stream, seq, index).await }))
+        Some(Box::pin(async move { c.store.mark_delivered(&id, stream, seq, index, check).await }))
     }
 
     /// Every event of `stream` so far counts as delivered (a JSON-only

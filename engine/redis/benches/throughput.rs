@@ -187,7 +187,7 @@ async fn resume_gap(redis: &RedisServer, gap: usize, rounds: usize) -> f64 {
         first.get_or_insert(got);
     }
     let first = first.unwrap();
-    a.mark_delivered(&id, StreamId(1), first.seq, 1).await.unwrap();
+    a.mark_delivered(&id, StreamId(1), first.seq, 1, None).await.unwrap();
     let cursor = EventId::new(sess.ns, StreamId(1), first.seq).with_check(first.check).to_string();
     let b = store(redis, ring).await;
     let sid = id.to_string();

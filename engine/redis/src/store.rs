@@ -68,6 +68,12 @@ pub enum StoreError {
     Protocol(String),
     /// No such session (or not visible to this caller).
     UnknownSession,
+    /// The store's event at `seq` is not the one the caller holds (a
+    /// failover rewrote the log): nothing was recorded.
+    Rewritten {
+        /// The seq.
+        seq: Seq,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -85,6 +91,12 @@ impl fmt::Display for StoreError {
             }
             StoreError::Protocol(e) => write!(f, "unexpected answer from Redis: {e}"),
             StoreError::UnknownSession => f.write_str("unknown session"),
+            StoreError::Rewritten { seq } => {
+                write!(
+                    f,
+                    "the store's event {seq} is not the one this node holds (a failover rewrote the log)"
+                )
+            }
         }
     }
 }
@@ -556,20 +568,27 @@ impl RedisStore {
         }
     }
 
-    /// Records that event `seq` (the `index`th of `stream`) was delivered:
-    /// every earlier event of the stream counts as delivered too. Returns
-    /// `false` when the stream's record is gone.
+    /// Records that event `seq` (the `index`th of `stream`, with nonce
+    /// `check` if the caller knows it) was delivered: every earlier event of the stream counts as
+    /// delivered too. Returns `false` when the stream's record is gone, and
+    /// [`StoreError::Rewritten`] (nothing recorded) when the store's event
+    /// at `seq` has another nonce.
     pub async fn mark_delivered(
         &self,
         id: &SessionId,
         stream: StreamId,
         seq: Seq,
         index: u64,
+        check: Option<u64>,
     ) -> Result<bool, StoreError> {
         let (s, q, i) = (stream.0.to_string(), seq.0.to_string(), index.to_string());
-        let r = self.call(&self.scripts.deliver, id, &[s.as_bytes(), q.as_bytes(), i.as_bytes()]).await?;
+        let c = check.map_or_else(String::new, |c| format!("{c:016x}"));
+        let r = self
+            .call(&self.scripts.deliver, id, &[s.as_bytes(), q.as_bytes(), i.as_bytes(), c.as_bytes()])
+            .await?;
         match text(&r[0])?.as_str() {
             "ok" => Ok(int(r.get(1))? == 1),
+            "rewritten" => Err(StoreError::Rewritten { seq }),
             _ => Err(StoreError::UnknownSession),
         }
     }
@@ -578,7 +597,7 @@ impl RedisStore {
     /// delivered (a JSON-only response stands for them all).
     pub async fn mark_all_delivered(&self, id: &SessionId, stream: StreamId) -> Result<bool, StoreError> {
         let s = stream.0.to_string();
-        let r = self.call(&self.scripts.deliver, id, &[s.as_bytes(), b"all", b"0"]).await?;
+        let r = self.call(&self.scripts.deliver, id, &[s.as_bytes(), b"all", b"0", b""]).await?;
         match text(&r[0])?.as_str() {
             "ok" => Ok(int(r.get(1))? == 1),
             _ => Err(StoreError::UnknownSession),

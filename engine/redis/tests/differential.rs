@@ -175,7 +175,7 @@ impl History {
                             payload: Bytes::new(),
                         };
                         assert!(self.session.reader().mark_delivered(&ev));
-                        assert!(self.store.mark_delivered(&self.id, s, ev.seq, e.index).await.unwrap());
+                        assert!(self.store.mark_delivered(&self.id, s, ev.seq, e.index, None).await.unwrap());
                     }
                     self.session.end_stream(&self.handles[&s]).unwrap();
                     self.store.end_stream(&self.id, s).await.unwrap();
@@ -205,7 +205,8 @@ impl History {
                     payload: Bytes::new(),
                 };
                 let kept = self.session.reader().mark_delivered(&ev);
-                let stored = self.store.mark_delivered(&self.id, e.stream, ev.seq, e.index).await.unwrap();
+                let stored =
+                    self.store.mark_delivered(&self.id, e.stream, ev.seq, e.index, None).await.unwrap();
                 assert_eq!(kept, stored, "both stores keep the same stream records");
             }
             _ => {

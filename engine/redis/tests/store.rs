@@ -219,7 +219,7 @@ async fn redis_down_is_store_unavailable_and_the_store_recovers() {
     let id = SessionId::random();
     let sess = s.create(id, None).await.unwrap();
     let a = s.append(&id, &[ev(1, "x")]).await.unwrap()[0];
-    s.mark_delivered(&id, StreamId(1), a.seq, 1).await.unwrap();
+    s.mark_delivered(&id, StreamId(1), a.seq, 1, None).await.unwrap();
     let cursor = EventId::new(sess.ns, StreamId(1), a.seq).with_check(a.check).to_string();
     redis.kill();
     let r = s.resume(ResumeRequest::new(&id.to_string()).cursor(&cursor), Target::Stream).await.unwrap_err();
@@ -256,7 +256,7 @@ async fn resume_replays_the_stream_and_checks_the_nonce() {
     let sess = s.create(id, None).await.unwrap();
     let two = s.open_stream(&id).await.unwrap();
     let got = s.append(&id, &[ev(2, "a"), ev(1, "s"), ev(2, "b"), ev(2, "c")]).await.unwrap();
-    s.mark_delivered(&id, two, got[0].seq, 1).await.unwrap();
+    s.mark_delivered(&id, two, got[0].seq, 1, None).await.unwrap();
     let sid = id.to_string();
     let cursor = EventId::new(sess.ns, two, got[0].seq).with_check(got[0].check);
     let d = s.resume(ResumeRequest::new(&sid).cursor(&cursor.to_string()), Target::Stream).await.unwrap();
@@ -356,7 +356,7 @@ async fn a_replay_after_the_window_moved_or_the_session_was_replaced_is_moved() 
     let sess = s.create(id, None).await.unwrap();
     let got = s.append(&id, &[ev(1, "a"), ev(1, "b"), ev(1, "c")]).await.unwrap();
     let cursor = EventId::new(sess.ns, StreamId(1), got[0].seq).with_check(got[0].check).to_string();
-    s.mark_delivered(&id, StreamId(1), got[0].seq, 1).await.unwrap();
+    s.mark_delivered(&id, StreamId(1), got[0].seq, 1, None).await.unwrap();
     let d = s.resume(ResumeRequest::new(&sid).cursor(&cursor), Target::Stream).await.unwrap();
     let read = |e: &[gapless_redis::StoredEvent]| e.iter().map(|e| e.payload.clone()).collect::<Vec<_>>();
     assert_eq!(read(&s.replay(&id, &d.replay, 1).await.unwrap()), [Bytes::from("b"), Bytes::from("c")]);
@@ -369,10 +369,29 @@ async fn a_replay_after_the_window_moved_or_the_session_was_replaced_is_moved() 
     let s2 = store(&redis, 64, 1 << 20).await;
     let fresh = s2.create(id, None).await.unwrap();
     let got = s2.append(&id, &[ev(1, "a"), ev(1, "b"), ev(1, "c")]).await.unwrap();
-    s2.mark_delivered(&id, StreamId(1), got[0].seq, 1).await.unwrap();
+    s2.mark_delivered(&id, StreamId(1), got[0].seq, 1, None).await.unwrap();
     let cursor = EventId::new(fresh.ns, StreamId(1), got[0].seq).with_check(got[0].check).to_string();
     let d = s2.resume(ResumeRequest::new(&sid).cursor(&cursor), Target::Stream).await.unwrap();
     s2.create(id, None).await.unwrap();
     s2.append(&id, &[ev(1, "p"), ev(1, "q"), ev(1, "r")]).await.unwrap();
     assert_eq!(s2.replay(&id, &d.replay, 1000).await, Err(gapless_redis::ReplayError::Moved));
+}
+
+/// A node marks an event delivered only if the store's event at that seq
+/// is the one it holds: after a failover reused the seq, marking would
+/// count another event as delivered to a client that never got it.
+#[tokio::test]
+async fn a_delivery_mark_with_another_nonce_records_nothing() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let got = s.append(&id, &[ev(1, "a"), ev(1, "b")]).await.unwrap();
+    assert_eq!(
+        s.mark_delivered(&id, StreamId(1), got[1].seq, 2, Some(got[1].check ^ 1)).await,
+        Err(StoreError::Rewritten { seq: got[1].seq })
+    );
+    assert_eq!(s.marks(&id, StreamId(1)).await.unwrap(), (got[1].seq, Seq(0)), "nothing recorded");
+    assert_eq!(s.mark_delivered(&id, StreamId(1), got[1].seq, 2, Some(got[1].check)).await, Ok(true));
+    assert_eq!(s.marks(&id, StreamId(1)).await.unwrap(), (got[1].seq, got[1].seq));
 }

@@ -1,7 +1,11 @@
 -- Raises a stream's delivered mark (and its index) to at least ARGV's, or
 -- with seq 'all' to the stream's high-water mark (a JSON-only response
--- stands for every event of its stream). ARGV: stream, seq, index.
--- Answers {'ok', 1|0 (record kept)} or {'unknown'}.
+-- stands for every event of its stream). ARGV: stream, seq, index, check
+-- (the nonce of the event at seq as the marking node holds it, or '').
+-- Answers {'ok', 1|0 (record kept)}, {'unknown'}, or {'rewritten'} when the
+-- event at seq, still retained, has another nonce: the node's replica holds
+-- an event a failover lost, and marking would count the store's other event
+-- at that seq as delivered to a client that never got it.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
@@ -18,6 +22,12 @@ if ARGV[2] == 'all' then
   r.delivered = math.max(r.delivered, r.high)
   r.dindex = math.max(r.dindex, r.published)
 else
+  if ARGV[4] ~= '' then
+    local e = entry_get(tonumber(ARGV[2]))
+    if e and e['n'] ~= ARGV[4] then
+      return { 'rewritten' }
+    end
+  end
   r.delivered = math.max(r.delivered, tonumber(ARGV[2]))
   r.dindex = math.max(r.dindex, tonumber(ARGV[3]))
 end
