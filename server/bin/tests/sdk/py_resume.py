@@ -33,80 +33,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from cut_proxy import CutProxy
+
 
 def log(*a: object) -> None:
     print("[py]", *a, flush=True)
-
-
-class CutProxy:
-    """A TCP proxy on 127.0.0.1 (ephemeral port) that can cut every live connection."""
-
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
-        self.pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
-        self.accepted = 0
-        self.handlers: set[asyncio.Task[None]] = set()
-        self.server: asyncio.base_events.Server | None = None
-        self.port = 0
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._on_client, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def _on_client(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self.handlers.add(task)
-        try:
-            await self._forward(down_r, down_w)
-        except asyncio.CancelledError:
-            down_w.transport.abort()
-        finally:
-            self.handlers.discard(task)
-
-    async def _forward(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            down_w.transport.abort()
-            return
-        pair = (down_w, up_w)
-        self.pairs.add(pair)
-
-        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                while data := await r.read(65536):
-                    w.write(data)
-                    await w.drain()
-            except OSError:
-                pass
-            finally:
-                self.pairs.discard(pair)
-                down_w.transport.abort()
-                up_w.transport.abort()
-
-        await asyncio.gather(pump(down_r, up_w), pump(up_r, down_w))
-
-    def cut_all(self) -> int:
-        """Abruptly end every live connection (abort: RST, no FIN). Returns how many."""
-        n = len(self.pairs)
-        for down_w, up_w in list(self.pairs):
-            self.pairs.discard((down_w, up_w))
-            down_w.transport.abort()
-            up_w.transport.abort()
-        return n
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        self.cut_all()
-        for task in list(self.handlers):
-            task.cancel()
-        if self.handlers:
-            await asyncio.wait(list(self.handlers), timeout=5)
-        if self.server is not None:
-            await self.server.wait_closed()
 
 
 async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
@@ -114,7 +45,7 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     cut_at = [max(1, int(float(f) * count)) for f in args.cuts.split(",") if f.strip()]
 
     up = urlsplit(args.url)
-    proxy = CutProxy(up.hostname or "127.0.0.1", up.port or 80)
+    proxy = CutProxy([(up.hostname or "127.0.0.1", up.port or 80)])
     await proxy.start()
     via_proxy = urlunsplit((up.scheme, f"127.0.0.1:{proxy.port}", up.path, up.query, ""))
 

@@ -52,7 +52,7 @@ async function runVariant(target) {
     .map((f) => Math.max(1, Math.floor(Number(f) * count)));
 
   const upstream = new URL(opts.url);
-  const proxy = await startCutProxy(upstream.hostname, Number(upstream.port));
+  const proxy = await startCutProxy([{ host: upstream.hostname, port: Number(upstream.port) }]);
   const viaProxy = new URL(upstream);
   viaProxy.host = `127.0.0.1:${proxy.port}`;
 
