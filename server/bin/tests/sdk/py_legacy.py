@@ -1,6 +1,6 @@
 """The official Python SDK's legacy client (`mcp.client.sse.sse_client`, protocol
 2024-11-05) against gapless-server's legacy endpoints, through the cutting proxy of
-py_resume.py.
+cut_proxy.py.
 
 1. It connects, initializes, lists the tools and calls emit_events: every data.seq
    arrives once, then the result.
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 
-from py_resume import CutProxy
+from cut_proxy import CutProxy
 
 
 def log(*a: object) -> None:
@@ -33,7 +33,7 @@ def log(*a: object) -> None:
 
 async def main(url: str) -> int:
     up = urlsplit(url)
-    proxy = CutProxy(up.hostname or "127.0.0.1", up.port or 80)
+    proxy = CutProxy([(up.hostname or "127.0.0.1", up.port or 80)])
     await proxy.start()
     sse_url = f"http://127.0.0.1:{proxy.port}{up.path}/sse"
     seqs: list[int] = []

@@ -9,8 +9,14 @@ arrived, and lets the SDK's streamable HTTP transport reconnect on its own (a GE
 the standalone stream). It then checks that every `data.seq` 1..count arrived exactly once
 and that the tool result arrived.
 
+With `--also-url` (repeatable: more nodes of one cluster, the same path) the proxy sends
+each new TCP connection to the next of the URLs in turn (round robin), and the script also
+checks that the connections went to more than one node and that, at every cut, the resume
+(the request with `Last-Event-ID` after the cut) reached another node than the one that
+carried the stream before it (cluster_check.py, the twin of cluster_check.mjs).
+
 Usage:
-    python py_resume.py --url http://127.0.0.1:PORT/mcp
+    python py_resume.py --url http://127.0.0.1:PORT/mcp [--also-url http://127.0.0.1:PORT2/mcp ...]
         [--count 2000] [--interval-ms 1] [--payload-bytes 16]
         [--target request|standalone|both] [--cuts 0.5] [--timeout 60] [--mode auto|legacy]
 
@@ -33,80 +39,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from cluster_check import ClusterReport
+from cut_proxy import CutProxy
+
 
 def log(*a: object) -> None:
     print("[py]", *a, flush=True)
-
-
-class CutProxy:
-    """A TCP proxy on 127.0.0.1 (ephemeral port) that can cut every live connection."""
-
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
-        self.pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
-        self.accepted = 0
-        self.handlers: set[asyncio.Task[None]] = set()
-        self.server: asyncio.base_events.Server | None = None
-        self.port = 0
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._on_client, "127.0.0.1", 0)
-        self.port = self.server.sockets[0].getsockname()[1]
-
-    async def _on_client(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
-        self.accepted += 1
-        task = asyncio.current_task()
-        assert task is not None
-        self.handlers.add(task)
-        try:
-            await self._forward(down_r, down_w)
-        except asyncio.CancelledError:
-            down_w.transport.abort()
-        finally:
-            self.handlers.discard(task)
-
-    async def _forward(self, down_r: asyncio.StreamReader, down_w: asyncio.StreamWriter) -> None:
-        try:
-            up_r, up_w = await asyncio.open_connection(*self.upstream)
-        except OSError:
-            down_w.transport.abort()
-            return
-        pair = (down_w, up_w)
-        self.pairs.add(pair)
-
-        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-            try:
-                while data := await r.read(65536):
-                    w.write(data)
-                    await w.drain()
-            except OSError:
-                pass
-            finally:
-                self.pairs.discard(pair)
-                down_w.transport.abort()
-                up_w.transport.abort()
-
-        await asyncio.gather(pump(down_r, up_w), pump(up_r, down_w))
-
-    def cut_all(self) -> int:
-        """Abruptly end every live connection (abort: RST, no FIN). Returns how many."""
-        n = len(self.pairs)
-        for down_w, up_w in list(self.pairs):
-            self.pairs.discard((down_w, up_w))
-            down_w.transport.abort()
-            up_w.transport.abort()
-        return n
-
-    async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        self.cut_all()
-        for task in list(self.handlers):
-            task.cancel()
-        if self.handlers:
-            await asyncio.wait(list(self.handlers), timeout=5)
-        if self.server is not None:
-            await self.server.wait_closed()
 
 
 async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
@@ -114,8 +52,10 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     cut_at = [max(1, int(float(f) * count)) for f in args.cuts.split(",") if f.strip()]
 
     up = urlsplit(args.url)
-    proxy = CutProxy(up.hostname or "127.0.0.1", up.port or 80)
+    ups = [up] + [urlsplit(u) for u in args.also_url]
+    proxy = CutProxy([(u.hostname or "127.0.0.1", u.port or 80) for u in ups])
     await proxy.start()
+    cluster = ClusterReport(proxy, [f"{u.hostname}:{u.port or 80}" for u in ups], target)
     via_proxy = urlunsplit((up.scheme, f"127.0.0.1:{proxy.port}", up.path, up.query, ""))
 
     # Instrumentation only: record what the SDK sends (method, Last-Event-ID), so the report
@@ -156,7 +96,7 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
         seen[seq] += 1
         received += 1
         if len(cuts_done) < len(cut_at) and received >= cut_at[len(cuts_done)]:
-            n = proxy.cut_all()
+            n = cluster.cut()
             cuts_done.append({"afterNotifications": received, "lastSeq": seq, "connectionsCut": n})
         if len(seen) == count:
             all_arrived.set()
@@ -221,6 +161,8 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     resumes = [r for r in requests if r[0] == "GET" and r[1]]
     if cuts_done and not resumes:
         failures.append("connection was cut but the SDK never sent a GET with Last-Event-ID")
+    if len(ups) > 1:
+        failures.extend(cluster.failures())
 
     log(
         f"{target}: {received} notifications ({len(seen)} distinct of {count}) in {elapsed_ms} ms; "
@@ -233,6 +175,9 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
     )
     if resume_headers:
         log(f"{target}: headers of the first resume GET: {', '.join(resume_headers)}")
+    if len(ups) > 1:
+        for line in cluster.lines():
+            log(f"{target}: {line}")
     if transport_errors:
         log(f"{target}: transport exceptions surfaced to message_handler: {sorted(set(transport_errors))}")
     await proxy.close()
@@ -242,6 +187,12 @@ async def run_variant(args: argparse.Namespace, target: str) -> list[str]:
 async def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", required=True)
+    p.add_argument(
+        "--also-url",
+        action="append",
+        default=[],
+        help="another node of the cluster (repeatable); the proxy sends connections to each URL in turn",
+    )
     p.add_argument("--count", type=int, default=2000)
     p.add_argument("--interval-ms", type=int, default=1)
     p.add_argument("--payload-bytes", type=int, default=16)

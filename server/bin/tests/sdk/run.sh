@@ -4,9 +4,11 @@
 # Installs what it needs idempotently (npm ci into node_modules/, a venv in .venv/),
 # builds the gapless-server binary (debug profile, the one `cargo test` already builds), starts
 # it on a free loopback port with a short SSE retry hint, runs the TypeScript and the
-# Python client (each under a timeout), stops the server, and exits non-zero if any
-# run failed. Every client run cuts its connections mid-stream through a TCP proxy
-# of its own and checks that each notification arrived exactly once.
+# Python client (each under a timeout). Then it starts a redis-server of its own and a
+# cluster of three gapless-server nodes on it, and runs both clients again through a
+# round-robin proxy over the three nodes. It stops every process it started and exits
+# non-zero if any run failed. Every client run cuts its connections mid-stream through
+# a TCP proxy of its own and checks that each notification arrived exactly once.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,6 +29,7 @@ command -v node >/dev/null || die "node (>= 20) not found"
 command -v npm >/dev/null || die "npm not found"
 command -v python3 >/dev/null || die "python3 (>= 3.10) not found"
 command -v cargo >/dev/null || die "cargo not found"
+command -v redis-server >/dev/null || die "redis-server not found (scripts/setup.sh installs it)"
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 [ "$node_major" -ge 20 ] || die "node >= 20 needed, found $(node --version)"
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
@@ -67,39 +70,54 @@ server_bin="${CARGO_TARGET_DIR:-$root/target}/debug/gapless-server"
 [ -x "$server_bin" ] || die "no server binary at $server_bin"
 
 work="$(mktemp -d)"
-server_pid=""
+pids=() # every process started here (server, redis-server, nodes), killed at exit
+stop() {
+  local pid
+  for pid in "$@"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+}
 cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  local i
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done # nodes before their redis-server
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-start_server() {
-  local port
-  for _ in 1 2 3 4 5; do
-    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
-    "$server_bin" --bind "127.0.0.1:$port" --path /mcp --sse-retry-ms 100 \
-      >"$work/server.log" 2>&1 &
-    server_pid=$!
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# spawn LOG CMD ARGS... with the placeholder @PORT@ in ARGS replaced by a free port;
+# waits until the process accepts on it (5 tries on fresh ports). Sets $pid and $port.
+spawn() {
+  local log="$1"
+  shift
+  local try arg args
+  for try in 1 2 3 4 5; do
+    port="$(free_port)"
+    args=()
+    for arg in "$@"; do args+=("${arg//@PORT@/$port}"); done
+    "${args[@]}" >"$log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
     for _ in $(seq 1 100); do
-      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        url="http://127.0.0.1:$port/mcp"
-        return 0
-      fi
+      if ! kill -0 "$pid" 2>/dev/null; then break; fi
+      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
       sleep 0.1
     done
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
+    stop "$pid"
   done
-  cat "$work/server.log" >&2 || true
-  die "gapless-server did not start"
+  cat "$log" >&2 || true
+  die "$1 did not start (log above)"
 }
-start_server
+
+spawn "$work/server.log" "$server_bin" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100
+server_pid=$pid
+url="http://127.0.0.1:$port/mcp"
 say "gapless-server at $url (pid $server_pid); TS SDK $ts_sdk, Python SDK mcp $py_sdk"
 
 # --- clients -----------------------------------------------------------------
@@ -146,6 +164,44 @@ fi
 if [ "$failed" -ne 0 ]; then
   echo "[sdk] server log (last 40 lines):" >&2
   tail -n 40 "$work/server.log" >&2 || true
+fi
+stop "$server_pid"
+
+# --- cluster: three nodes on one redis-server, a round-robin proxy ------------
+# A redis-server of this script's own (never one that happens to run), nothing on disk.
+mkdir -p "$work/redis"
+spawn "$work/redis.log" redis-server --bind 127.0.0.1 --port @PORT@ --dir "$work/redis" \
+  --save '' --appendonly no --maxmemory-policy noeviction
+redis_url="redis://127.0.0.1:$port/0"
+node_pids=()
+node_urls=()
+for i in 0 1 2; do
+  spawn "$work/node$i.log" "$server_bin" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100 \
+    --redis-url "$redis_url"
+  node_pids+=("$pid")
+  node_urls+=("http://127.0.0.1:$port/mcp")
+done
+say "cluster: redis-server at $redis_url, nodes at ${node_urls[*]}"
+
+failed_before=$failed
+cluster=(--url "${node_urls[0]}" --also-url "${node_urls[1]}" --also-url "${node_urls[2]}"
+  --count "$COUNT" --interval-ms "$INTERVAL_MS" --target both --cuts 0.5)
+run "TypeScript SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, request + standalone stream" \
+  node ts_resume.mjs "${cluster[@]}" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
+run "Python SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, request + standalone stream" \
+  .venv/bin/python py_resume.py "${cluster[@]}" --timeout "$VARIANT_TIMEOUT"
+
+for i in 0 1 2; do
+  if ! kill -0 "${node_pids[$i]}" 2>/dev/null; then
+    failed=$((failed + 1))
+    echo "[sdk] FAIL: cluster node $i (${node_urls[$i]}) died during the run" >&2
+  fi
+done
+if [ "$failed" -ne "$failed_before" ]; then
+  for i in 0 1 2; do
+    echo "[sdk] cluster node $i (${node_urls[$i]}) log (last 40 lines):" >&2
+    tail -n 40 "$work/node$i.log" >&2 || true
+  done
 fi
 echo "sdk: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

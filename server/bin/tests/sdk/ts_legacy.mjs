@@ -38,7 +38,7 @@ const fail = (m) => {
 setTimeout(() => fail('timed out'), Number(opts['timeout-ms'])).unref();
 
 const upstream = new URL(opts.url);
-const proxy = await startCutProxy(upstream.hostname, Number(upstream.port));
+const proxy = await startCutProxy([{ host: upstream.hostname, port: Number(upstream.port) }]);
 
 // Instrumentation only: what the EventSource asks for, and what it gets.
 const gets = [];

@@ -9,8 +9,14 @@
 // `Last-Event-ID`). It then checks that every `data.seq` 1..count arrived exactly
 // once and that the tool result arrived.
 //
+// With `--also-url` (repeatable: more nodes of one cluster, the same path) the
+// proxy sends each new TCP connection to the next of the URLs in turn (round
+// robin), and the script also checks that the connections went to more than one
+// node and that, at every cut, the resume (the request with `Last-Event-ID` after
+// the cut) reached another node than the one that carried the stream before it.
+//
 // Usage:
-//   node ts_resume.mjs --url http://127.0.0.1:PORT/mcp
+//   node ts_resume.mjs --url http://127.0.0.1:PORT/mcp [--also-url http://127.0.0.1:PORT2/mcp ...]
 //       [--count 2000] [--interval-ms 1] [--payload-bytes 16]
 //       [--target request|standalone|both] [--cuts 0.5] [--timeout-ms 60000]
 //
@@ -21,10 +27,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { startCutProxy } from './cut_proxy.mjs';
+import { clusterReport } from './cluster_check.mjs';
 
 const { values: opts } = parseArgs({
   options: {
     url: { type: 'string' },
+    'also-url': { type: 'string', multiple: true, default: [] },
     count: { type: 'string', default: '2000' },
     'interval-ms': { type: 'string', default: '1' },
     'payload-bytes': { type: 'string', default: '16' },
@@ -52,7 +60,9 @@ async function runVariant(target) {
     .map((f) => Math.max(1, Math.floor(Number(f) * count)));
 
   const upstream = new URL(opts.url);
-  const proxy = await startCutProxy(upstream.hostname, Number(upstream.port));
+  const upstreams = [upstream, ...opts['also-url'].map((u) => new URL(u))];
+  const proxy = await startCutProxy(upstreams.map((u) => ({ host: u.hostname, port: Number(u.port) })));
+  const cluster = clusterReport(proxy, upstreams.map((u) => u.host), target);
   const viaProxy = new URL(upstream);
   viaProxy.host = `127.0.0.1:${proxy.port}`;
 
@@ -93,7 +103,7 @@ async function runVariant(target) {
     seen.set(seq, (seen.get(seq) ?? 0) + 1);
     received += 1;
     if (cutsDone.length < cutAt.length && received >= cutAt[cutsDone.length]) {
-      const n2 = proxy.cutAll();
+      const n2 = cluster.cut();
       cutsDone.push({ afterNotifications: received, lastSeq: seq, connectionsCut: n2 });
     }
     if (seen.size === count) allArrived();
@@ -151,11 +161,13 @@ async function runVariant(target) {
   }
   const resumes = requests.filter((r) => r.method === 'GET' && r.lastEventId);
   if (cutsDone.length && !resumes.length) failures.push('connection was cut but the SDK never sent a GET with Last-Event-ID');
+  if (upstreams.length > 1) failures.push(...cluster.failures());
 
   log(`${target}: ${received} notifications (${seen.size} distinct of ${count}) in ${elapsed} ms; result ${JSON.stringify(text)}`);
   log(`${target}: cuts ${JSON.stringify(cutsDone)}; proxy accepted ${proxy.accepted} connections`);
   log(`${target}: HTTP requests sent by the SDK: ${requests.map((r) => r.method + (r.lastEventId ? `[Last-Event-ID: ${r.lastEventId}]` : '')).join(' ')}`);
   if (resumes.length) log(`${target}: headers of the first resume GET: ${resumes[0].headers.join(', ')}`);
+  if (upstreams.length > 1) for (const line of cluster.lines()) log(`${target}: ${line}`);
   if (transportErrors.length) log(`${target}: transport onerror (expected after a cut): ${[...new Set(transportErrors)].join(' | ')}`);
 
   try {
