@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Instructions per operation of the in-process publish path, under callgrind
+# (BENCHMARKS.md): `(Ir(2N) - Ir(N)) / N` for each contender of
+# `interleaved --instructions`. These counts repeat exactly whatever the load.
+#
+#   scripts/instructions.sh            # the working tree
+#   scripts/instructions.sh REV...     # each commit, built in a temporary worktree
+#
+# Needs valgrind (scripts/setup.sh does not install it: benchmarks are not
+# part of the test suite; `apt-get install valgrind`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-200000}
+CONTENDERS=${CONTENDERS:-"gapless session floor broadcast"}
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
+
+ir() { # binary contender n -> total instructions
+  local out
+  out=$(mktemp)
+  valgrind --tool=callgrind --callgrind-out-file="$out" "$1" --instructions "$2" "$3" >/dev/null 2>&1
+  grep -m1 '^summary:' "$out" | awk '{print $2}'
+  rm -f "$out"
+}
+
+measure() { # label binary
+  for c in $CONTENDERS; do
+    local a b
+    a=$(ir "$2" "$c" "$N")
+    b=$(ir "$2" "$c" $((2 * N)))
+    echo "$1 $c $(((b - a) / N))"
+  done
+}
+
+if [ $# -eq 0 ]; then
+  cargo build -q --release -p gapless-benches --bin interleaved
+  measure "$(git rev-parse --short HEAD)+worktree" "${CARGO_TARGET_DIR:-target}/release/interleaved"
+  exit 0
+fi
+for rev in "$@"; do
+  dir=$(mktemp -d)
+  git worktree add -q --detach "$dir" "$rev"
+  (cd "$dir" && CARGO_TARGET_DIR="$dir/target" cargo build -q --release -p gapless-benches --bin interleaved)
+  measure "$(git rev-parse --short "$rev")" "$dir/target/release/interleaved"
+  git worktree remove --force "$dir"
+done
