@@ -40,6 +40,6 @@ pub mod testing;
 pub use facts::{RedisFacts, ReplayPlan};
 pub use notify::{Notifier, Watch};
 pub use store::{
-    AppendError, Appended, Attach, Position, RedisStore, ReplayError, StoreConfig, StoreError, StoredEvent,
-    StoredSession, Tail, TailEntry, DEFAULT_PREFIX,
+    AppendError, Appended, Attach, Position, RedeemError, RedisStore, ReplayError, StoreConfig, StoreError,
+    StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX,
 };
