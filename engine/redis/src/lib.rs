@@ -7,7 +7,10 @@
 //! stream's first, high-water and delivered marks and ended flag;
 //! tombstones of reclaimed streams; idle expiry as key TTLs. Each
 //! operation is one Lua script on the session's keys, which share one hash
-//! slot (`{<session id>}`), so Redis Cluster serves them too.
+//! slot (`{<session id>}`), so Redis Cluster serves them too: given the URL
+//! of any node of a cluster, [`RedisStore::connect`] finds the cluster
+//! (`INFO cluster`) and sends each call to the master of its session's
+//! slot, and [`Notifier`] hears announcements of sessions on every master.
 //!
 //! The store answers resumes with the engine's own decision table
 //! ([`gapless::session::decide`]) over facts fetched in one script call
@@ -28,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+mod conn;
 mod facts;
 mod keys;
 mod nodes;

@@ -1,5 +1,6 @@
 //! The store: connection, start-up checks, and one method per script.
 
+use crate::conn::Conn;
 use crate::facts::{self, RedisFacts, ReplayPlan};
 use crate::keys::session_keys;
 use crate::scripts::Scripts;
@@ -7,7 +8,6 @@ use bytes::Bytes;
 use gapless::ring::RingConfig;
 use gapless::session::{decide, Decision, Refusal, ResumeRequest, Target};
 use gapless::{EventId, Namespace, Seq, SessionId, StreamId};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 use std::fmt;
 use std::sync::Arc;
@@ -271,11 +271,12 @@ pub struct StoredEvent {
     pub payload: Bytes,
 }
 
-/// The Redis Streams store. Cloning is cheap (one multiplexed connection,
-/// re-established in the background when it drops).
+/// The Redis Streams store, on a plain Redis or a Redis Cluster. Cloning
+/// is cheap (one multiplexed connection per Redis node, re-established in
+/// the background when it drops).
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
 }
@@ -294,36 +295,45 @@ fn eviction_policy(info: &str) -> Option<&str> {
 impl RedisStore {
     /// Connects to `url` (`redis://HOST:PORT/DB`), checks that Redis keeps
     /// every key (`maxmemory-policy noeviction`) and loads the scripts.
+    ///
+    /// When the node `url` names runs in cluster mode (`INFO cluster` says
+    /// `cluster_enabled:1`), the store uses the whole Redis Cluster: the
+    /// policy is checked on every master, the scripts are loaded on every
+    /// node, and each call goes to the master of its session's slot (every
+    /// key of a session shares one hash slot, `docs/SPEC.md` §8.2). A
+    /// cluster has only database 0: another `DB` is [`StoreError::BadUrl`].
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
-        let mc = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(config.timeout * 2, ConnectionManager::new_with_config(client, mc))
-            .await
-            .map_err(|_| {
-                StoreError::Unavailable(format!("no answer from {url} within {:?}", config.timeout * 2))
-            })??;
+        let conn = Conn::open(url, config.timeout).await?;
         let store = RedisStore { conn, config: Arc::new(config), scripts: Arc::new(Scripts::new()) };
         store.check_policy().await?;
         let mut c = store.conn.clone();
         for s in store.scripts.all() {
+            // A cluster sends SCRIPT LOAD to every node.
             s.prepare_invoke().load_async(&mut c).await?;
         }
         Ok(store)
     }
 
-    /// Refuses a Redis that may evict keys.
+    /// Refuses a Redis that may evict keys (any master of a cluster).
     async fn check_policy(&self) -> Result<(), StoreError> {
         let mut c = self.conn.clone();
-        let info: String = redis::cmd("INFO").arg("memory").query_async(&mut c).await?;
-        match eviction_policy(&info) {
-            Some("noeviction") => Ok(()),
-            Some(p) => Err(StoreError::EvictionPolicy(p.to_owned())),
-            None => Err(StoreError::Protocol("INFO memory has no maxmemory_policy".into())),
+        for (node, answer) in c.on_every_master(redis::cmd("INFO").arg("memory").clone()).await? {
+            let info = match answer {
+                Value::ServerError(e) => return Err(StoreError::Unavailable(format!("{node}: {e:?}"))),
+                Value::VerbatimString { text, .. } => text,
+                other => text(&other)?,
+            };
+            match eviction_policy(&info) {
+                Some("noeviction") => {}
+                Some(p) => return Err(StoreError::EvictionPolicy(p.to_owned())),
+                None => {
+                    return Err(StoreError::Protocol(format!(
+                        "INFO memory of {node} has no maxmemory_policy"
+                    )))
+                }
+            }
         }
+        Ok(())
     }
 
     /// The configuration.
