@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the build and the test suite need, idempotently:
 # Rust components, the nightly toolchain with Miri (deep checks), cargo-fuzz,
-# Debian's redis-server (the Redis store's tests start their own), and the
+# Debian's redis-server and redis-cli (the Redis store's tests start their
+# own servers and clusters), and the
 # npm/pip packages of the SDK and conformance tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,8 @@ apt_install() { # apt_install COMMAND PACKAGE: installs PACKAGE unless COMMAND e
   fi
 }
 apt_install redis-server redis-server
+# redis-cli (a dependency of Debian's redis-server) creates the test clusters.
+apt_install redis-cli redis-tools
 # The package's own service is not what the tests use: each test starts
 # redis-server on a free port. Stop it so that nothing relies on it.
 if command -v service >/dev/null 2>&1 && service redis-server status >/dev/null 2>&1; then

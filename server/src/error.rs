@@ -152,6 +152,17 @@ impl From<SessionError> for ApiError {
     }
 }
 
+impl From<gapless_redis::RedeemError> for ApiError {
+    fn from(e: gapless_redis::RedeemError) -> Self {
+        match e {
+            gapless_redis::RedeemError::Ticket(t) => t.into(),
+            gapless_redis::RedeemError::HistoryRewritten { cursor, head } => {
+                Refusal::HistoryRewritten { cursor, head }.into()
+            }
+        }
+    }
+}
+
 impl From<TicketError> for ApiError {
     fn from(e: TicketError) -> Self {
         match e {

@@ -7,7 +7,10 @@
 //! stream's first, high-water and delivered marks and ended flag;
 //! tombstones of reclaimed streams; idle expiry as key TTLs. Each
 //! operation is one Lua script on the session's keys, which share one hash
-//! slot (`{<session id>}`), so Redis Cluster serves them too.
+//! slot (`{<session id>}`), so Redis Cluster serves them too: given the URL
+//! of any node of a cluster, [`RedisStore::connect`] finds the cluster
+//! (`INFO cluster`) and sends each call to the master of its session's
+//! slot, and [`Notifier`] hears announcements of sessions on every master.
 //!
 //! The store answers resumes with the engine's own decision table
 //! ([`gapless::session::decide`]) over facts fetched in one script call
@@ -29,6 +32,7 @@
 //! ```
 
 mod appender;
+mod conn;
 mod facts;
 mod keys;
 mod nodes;
@@ -42,6 +46,6 @@ pub use appender::{Appender, MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
 pub use facts::{RedisFacts, ReplayPlan};
 pub use notify::{Notifier, Watch};
 pub use store::{
-    AppendError, Appended, Attach, Position, RedisStore, ReplayError, StoreConfig, StoreError, StoredEvent,
-    StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
+    AppendError, Appended, Attach, Position, RedeemError, RedisStore, ReplayError, StoreConfig, StoreError,
+    StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
 };

@@ -4,6 +4,13 @@
 //! re-established (Redis restarted, a failover), every watch is woken,
 //! because announcements made meanwhile were lost, and the followers read
 //! the log to catch up.
+//!
+//! On a Redis Cluster the connection goes to one node: a `PUBLISH` (the
+//! scripts' announcements, the bus) reaches every node of a cluster, so
+//! that node hears the announcements of sessions whose slots live on other
+//! masters too. On each connection the notifier learns the cluster's other
+//! nodes (`CLUSTER NODES`); when its node goes away it tries the next one,
+//! and wakes every watch as after any reconnection.
 
 use crate::keys::{bus, channel, session_of_channel};
 use futures_util::StreamExt as _;
@@ -82,14 +89,17 @@ impl Drop for Watch {
 }
 
 impl Notifier {
-    /// Starts the subscriber on `url` (the store's Redis) for keys under
-    /// `prefix`. It connects in the background and reconnects forever.
+    /// Starts the subscriber on `url` (the store's Redis, or any node of
+    /// its Redis Cluster) for keys under `prefix`. It connects in the
+    /// background and reconnects forever (on a cluster, to any node it
+    /// learnt of).
     pub fn start(url: &str, prefix: &str) -> Result<Notifier, crate::StoreError> {
-        let client = redis::Client::open(url).map_err(|e| crate::StoreError::BadUrl(e.to_string()))?;
+        let seed = crate::conn::connection_info(url)?;
+        redis::Client::open(seed.clone()).map_err(|e| crate::StoreError::BadUrl(e.to_string()))?;
         let table: Table = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         let (bus, _) = broadcast::channel(1024);
-        tokio::spawn(run(client, prefix.to_owned(), Arc::clone(&table), rx, bus.clone()));
+        tokio::spawn(run(seed, prefix.to_owned(), Arc::clone(&table), rx, bus.clone()));
         Ok(Notifier { table, tx, bus })
     }
 
@@ -115,8 +125,12 @@ impl Notifier {
     }
 }
 
+/// How long connecting (or learning the cluster's nodes) may take before
+/// the notifier tries elsewhere.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
 async fn run(
-    client: redis::Client,
+    seed: redis::ConnectionInfo,
     prefix: String,
     table: Table,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
@@ -124,19 +138,48 @@ async fn run(
 ) {
     let bus_channel = bus(&prefix);
     let mut backoff = Duration::from_millis(50);
+    // Where to connect: the URL's node first, then the other nodes of its
+    // cluster as last learnt (none for a plain Redis); `next` is the one to
+    // try now.
+    let mut nodes = vec![seed.clone()];
+    let mut next = 0;
     loop {
-        let pubsub = match client.get_async_pubsub().await {
+        let info = nodes[next % nodes.len()].clone();
+        let connected = match redis::Client::open(info.clone()) {
+            Ok(client) => tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_pubsub())
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into())),
+            Err(e) => Err(e),
+        };
+        let pubsub = match connected {
             Ok(p) => p,
             Err(e) => {
-                tracing::debug!(error = %e, "notifier: Redis unreachable, retrying");
+                tracing::debug!(error = %e, node = ?info.addr(), "notifier: Redis unreachable, retrying");
                 if rx.is_closed() {
                     return;
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                next = (next + 1) % nodes.len();
+                if next == 0 {
+                    // Every known node was tried: wait before the next round.
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
                 continue;
             }
         };
+        // The cluster's nodes, for the next reconnection (the node just
+        // reached first).
+        let peers = crate::conn::cluster_peers(&info, CONNECT_TIMEOUT).await;
+        if !peers.is_empty() {
+            let mut learnt = vec![info.clone()];
+            for n in peers.into_iter().chain([seed.clone()]) {
+                if learnt.iter().all(|l| l.addr().to_string() != n.addr().to_string()) {
+                    learnt.push(n);
+                }
+            }
+            nodes = learnt;
+            next = 0;
+        }
         backoff = Duration::from_millis(50);
         let (mut sink, mut stream) = pubsub.split();
         // Subscribe to everything watched now, then wake every watcher:
@@ -147,6 +190,7 @@ async fn run(
             ok &= sink.subscribe(channel(&prefix, id)).await.is_ok();
         }
         if !ok {
+            next = (next + 1) % nodes.len();
             continue;
         }
         for w in lock(&table).values() {

@@ -1,13 +1,13 @@
 //! The store: connection, start-up checks, and one method per script.
 
+use crate::conn::Conn;
 use crate::facts::{self, RedisFacts, ReplayPlan};
 use crate::keys::session_keys;
 use crate::scripts::Scripts;
 use bytes::Bytes;
 use gapless::ring::RingConfig;
 use gapless::session::{decide, Decision, Refusal, ResumeRequest, Target};
-use gapless::{Namespace, Seq, SessionId, StreamId};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use gapless::{EventId, Namespace, Seq, SessionId, StreamId};
 use redis::{Script, Value};
 use std::fmt;
 use std::sync::Arc;
@@ -166,6 +166,36 @@ impl From<StoreError> for ReplayError {
     }
 }
 
+/// Why a migration ticket was not redeemed ([`RedisStore::redeem_ticket`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedeemError {
+    /// Unknown (never issued, already redeemed, its session gone), expired,
+    /// or issued to another caller.
+    Ticket(gapless::session::TicketError),
+    /// The store lost the event of the ticket's cursor since the ticket was
+    /// issued (a failover): a resume with the cursor is refused the same,
+    /// [`Refusal::HistoryRewritten`] with these numbers.
+    HistoryRewritten {
+        /// The ticket's cursor.
+        cursor: EventId,
+        /// The store's newest seq.
+        head: Seq,
+    },
+}
+
+impl fmt::Display for RedeemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedeemError::Ticket(e) => e.fmt(f),
+            RedeemError::HistoryRewritten { cursor, head } => {
+                Refusal::HistoryRewritten { cursor: *cursor, head: *head }.fmt(f)
+            }
+        }
+    }
+}
+
+impl std::error::Error for RedeemError {}
+
 /// A session as the store knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredSession {
@@ -256,11 +286,12 @@ pub struct StoredEvent {
     pub payload: Bytes,
 }
 
-/// The Redis Streams store. Cloning is cheap (one multiplexed connection,
-/// re-established in the background when it drops).
+/// The Redis Streams store, on a plain Redis or a Redis Cluster. Cloning
+/// is cheap (one multiplexed connection per Redis node, re-established in
+/// the background when it drops).
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(crate) conn: ConnectionManager,
+    pub(crate) conn: Conn,
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
 }
@@ -279,36 +310,45 @@ fn eviction_policy(info: &str) -> Option<&str> {
 impl RedisStore {
     /// Connects to `url` (`redis://HOST:PORT/DB`), checks that Redis keeps
     /// every key (`maxmemory-policy noeviction`) and loads the scripts.
+    ///
+    /// When the node `url` names runs in cluster mode (`INFO cluster` says
+    /// `cluster_enabled:1`), the store uses the whole Redis Cluster: the
+    /// policy is checked on every master, the scripts are loaded on every
+    /// node, and each call goes to the master of its session's slot (every
+    /// key of a session shares one hash slot, `docs/SPEC.md` §8.2). A
+    /// cluster has only database 0: another `DB` is [`StoreError::BadUrl`].
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
-        let mc = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(config.timeout))
-            .set_response_timeout(Some(config.timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = tokio::time::timeout(config.timeout * 2, ConnectionManager::new_with_config(client, mc))
-            .await
-            .map_err(|_| {
-                StoreError::Unavailable(format!("no answer from {url} within {:?}", config.timeout * 2))
-            })??;
+        let conn = Conn::open(url, config.timeout).await?;
         let store = RedisStore { conn, config: Arc::new(config), scripts: Arc::new(Scripts::new()) };
         store.check_policy().await?;
         let mut c = store.conn.clone();
         for s in store.scripts.all() {
+            // A cluster sends SCRIPT LOAD to every node.
             s.prepare_invoke().load_async(&mut c).await?;
         }
         Ok(store)
     }
 
-    /// Refuses a Redis that may evict keys.
+    /// Refuses a Redis that may evict keys (any master of a cluster).
     async fn check_policy(&self) -> Result<(), StoreError> {
         let mut c = self.conn.clone();
-        let info: String = redis::cmd("INFO").arg("memory").query_async(&mut c).await?;
-        match eviction_policy(&info) {
-            Some("noeviction") => Ok(()),
-            Some(p) => Err(StoreError::EvictionPolicy(p.to_owned())),
-            None => Err(StoreError::Protocol("INFO memory has no maxmemory_policy".into())),
+        for (node, answer) in c.on_every_master(redis::cmd("INFO").arg("memory").clone()).await? {
+            let info = match answer {
+                Value::ServerError(e) => return Err(StoreError::Unavailable(format!("{node}: {e:?}"))),
+                Value::VerbatimString { text, .. } => text,
+                other => text(&other)?,
+            };
+            match eviction_policy(&info) {
+                Some("noeviction") => {}
+                Some(p) => return Err(StoreError::EvictionPolicy(p.to_owned())),
+                None => {
+                    return Err(StoreError::Protocol(format!(
+                        "INFO memory of {node} has no maxmemory_policy"
+                    )))
+                }
+            }
         }
+        Ok(())
     }
 
     /// The configuration.
@@ -647,29 +687,50 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Issues migration ticket `ticket` for cursor seq `cursor`, valid for
-    /// `ttl`, at most `max` outstanding per session; indexes it so that a
-    /// socket on any node finds its session.
+    /// Issues migration ticket `ticket` for the client's cursor (`None`:
+    /// it processed nothing), valid for `ttl`, at most `max` outstanding per
+    /// session; indexes it so that a socket on any node finds its session.
+    /// The ticket keeps the cursor's seq and check: redeeming it compares
+    /// the check with the nonce then at that seq (see
+    /// [`RedisStore::redeem_ticket`]).
     pub async fn issue_ticket(
         &self,
         id: &SessionId,
         owner: Option<&str>,
         ticket: &str,
-        cursor: Seq,
+        cursor: Option<&EventId>,
         ttl: Duration,
         max: usize,
     ) -> Result<Result<(), gapless::session::TicketError>, StoreError> {
         let (flag, o) = owner_args(owner);
-        let (c, t, m) = (cursor.0.to_string(), ms(ttl).to_string(), max.to_string());
+        let seq = cursor.map_or(0, |c| c.seq.0).to_string();
+        let check = cursor.and_then(|c| c.check).map_or_else(|| "-".to_owned(), |c| format!("{c:016x}"));
+        let wire = cursor.map_or_else(|| "-".to_owned(), |c| c.to_string());
+        let (t, m) = (ms(ttl).to_string(), max.to_string());
         let r = self
             .call(
                 &self.scripts.issue_ticket,
                 id,
-                &[flag, o, ticket.as_bytes(), c.as_bytes(), t.as_bytes(), m.as_bytes()],
+                &[
+                    flag,
+                    o,
+                    ticket.as_bytes(),
+                    seq.as_bytes(),
+                    t.as_bytes(),
+                    m.as_bytes(),
+                    check.as_bytes(),
+                    wire.as_bytes(),
+                ],
             )
             .await?;
         match text(&r[0])?.as_str() {
             "ok" => {
+                // The index is a key of its own slot (the socket knows only
+                // the ticket), so it is a second step. Split safely: until
+                // it is written the ticket cannot be found, and if writing
+                // it fails the caller gets the error (no ticket reaches the
+                // client); the orphan entry only counts toward `max` until
+                // it expires.
                 let key = crate::keys::ticket(&self.config.prefix, ticket);
                 self.cmd::<()>(redis::cmd("SET").arg(key).arg(id.to_string()).arg("PX").arg(ms(ttl))).await?;
                 Ok(Ok(()))
@@ -680,24 +741,41 @@ impl RedisStore {
     }
 
     /// Redeems a ticket (once) for `owner`: its session and cursor seq.
+    ///
+    /// A ticket whose cursor's event the store no longer has as the client
+    /// saw it (another nonce at its seq, or its seq beyond the store's
+    /// head: a failover rewrote the log since the ticket was issued) is
+    /// [`RedeemError::HistoryRewritten`], as a resume with that cursor is
+    /// refused; it is used up all the same.
     pub async fn redeem_ticket(
         &self,
         ticket: &str,
         owner: Option<&str>,
-    ) -> Result<Result<(SessionId, Seq), gapless::session::TicketError>, StoreError> {
+    ) -> Result<Result<(SessionId, Seq), RedeemError>, StoreError> {
         use gapless::session::TicketError;
+        // Two steps in two slots (the index, then the session's keys).
+        // Once stays once: GETDEL hands the index to one caller only, and
+        // the script deletes the ticket itself; a failure between the two
+        // uses the ticket up (the client asks for another), never redeems
+        // it twice.
         let key = crate::keys::ticket(&self.config.prefix, ticket);
         let sid: Option<String> = self.cmd(redis::cmd("GETDEL").arg(key)).await?;
         let Some(id) = sid.as_deref().and_then(SessionId::parse) else {
-            return Ok(Err(TicketError::Unknown));
+            return Ok(Err(RedeemError::Ticket(TicketError::Unknown)));
         };
         let (flag, o) = owner_args(owner);
         let r = self.call(&self.scripts.redeem_ticket, &id, &[ticket.as_bytes(), flag, o]).await?;
         Ok(match text(&r[0])?.as_str() {
             "ok" => Ok((id, Seq(int(r.get(1))?))),
-            "expired" => Err(TicketError::Expired),
-            "foreign" => Err(TicketError::Foreign),
-            _ => Err(TicketError::Unknown),
+            "rewritten" => {
+                let wire = text(r.get(2).unwrap_or(&Value::Nil))?;
+                let cursor = EventId::parse(&wire)
+                    .map_err(|_| StoreError::Protocol(format!("a ticket kept the cursor {wire:?}")))?;
+                Err(RedeemError::HistoryRewritten { cursor, head: Seq(int(r.get(1))?) })
+            }
+            "expired" => Err(RedeemError::Ticket(TicketError::Expired)),
+            "foreign" => Err(RedeemError::Ticket(TicketError::Foreign)),
+            _ => Err(RedeemError::Ticket(TicketError::Unknown)),
         })
     }
 

@@ -1,7 +1,7 @@
-//! A `redis-server` child process on a free loopback port, for tests
+//! `redis-server` child processes on free loopback ports, for tests
 //! (feature `testing`). Never a Redis that happens to be running: each
-//! [`RedisServer`] is started by the test, on its own port and directory,
-//! and killed when dropped.
+//! [`RedisServer`] (and each node of a [`RedisCluster`]) is started by the
+//! test, on its own port and directory, and killed when dropped.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -80,6 +80,11 @@ impl RedisServer {
         }
     }
 
+    /// Whether the process runs (it was not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Starts it again on the same port (empty: nothing is persisted).
     pub fn restart(&mut self) {
         self.kill();
@@ -92,4 +97,122 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A Redis Cluster of `redis-server` masters on free loopback ports (no
+/// replicas, no persistence, `noeviction`), its slots spread by
+/// `redis-cli --cluster create`; every node is killed on drop.
+#[derive(Debug)]
+pub struct RedisCluster {
+    /// The masters.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` nodes in cluster mode, creates the cluster and waits
+    /// until every node reports `cluster_state:ok`.
+    ///
+    /// # Panics
+    /// When `redis-server` or `redis-cli` is missing (`scripts/setup.sh`
+    /// installs both), or the cluster is not up within 20 s.
+    pub fn start(masters: usize) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..masters)
+            .map(|_| {
+                // The cluster bus port is set explicitly: the default, port
+                // + 10000, may be taken or beyond 65535.
+                let bus = free_port().to_string();
+                RedisServer::start(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ])
+            })
+            .collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli is installed (scripts/setup.sh installs redis-tools)");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for n in &nodes {
+            while !cli(n.port, &["CLUSTER", "INFO"]).contains("cluster_state:ok") {
+                assert!(Instant::now() < deadline, "the cluster node on port {} is not ok", n.port);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        RedisCluster { nodes }
+    }
+
+    /// `redis://127.0.0.1:PORT/0` of node `i`: the store finds the others.
+    pub fn url(&self, i: usize) -> String {
+        self.nodes[i].url()
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot(&self, key: &str) -> u16 {
+        let s = cli(self.live_port(), &["CLUSTER", "KEYSLOT", key]);
+        s.trim().parse().unwrap_or_else(|_| panic!("CLUSTER KEYSLOT answered {s:?}"))
+    }
+
+    /// The port of the master serving `key`'s slot (from `CLUSTER NODES`).
+    pub fn master_of(&self, key: &str) -> u16 {
+        let slot = self.slot(key);
+        masters(self.live_port())
+            .into_iter()
+            .find(|(_, ranges)| ranges.iter().any(|r| r.contains(&slot)))
+            .map(|(port, _)| port)
+            .unwrap_or_else(|| panic!("no master serves slot {slot}"))
+    }
+
+    /// A node that is running (one may have been killed).
+    fn live_port(&self) -> u16 {
+        self.nodes.iter().find(|n| n.is_running()).map_or(self.nodes[0].port, |n| n.port)
+    }
+}
+
+/// `redis-cli -p PORT ARGS...`'s output (empty when it fails).
+fn cli(port: u16, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+/// Each master's port and slot ranges, as node `port` sees them.
+fn masters(port: u16) -> Vec<(u16, Vec<std::ops::RangeInclusive<u16>>)> {
+    cli(port, &["CLUSTER", "NODES"])
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if !f.get(2)?.split(',').any(|x| x == "master") {
+                return None;
+            }
+            let p = f.get(1)?.split('@').next()?.rsplit_once(':')?.1.parse().ok()?;
+            let ranges = f[8.min(f.len())..]
+                .iter()
+                .filter_map(|r| match r.split_once('-') {
+                    Some((a, b)) => Some(a.parse().ok()?..=b.parse().ok()?),
+                    None => r.parse().ok().map(|a| a..=a),
+                })
+                .collect();
+            Some((p, ranges))
+        })
+        .collect()
 }

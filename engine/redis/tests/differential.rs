@@ -13,14 +13,10 @@ use bytes::Bytes;
 use gapless::ring::RingConfig;
 use gapless::session::{Refusal, ResumeRequest, Target};
 use gapless::{Event, EventId, Hub, HubConfig, Seq, Session, SessionId, StreamHandle, StreamId};
-use gapless_redis::testing::RedisServer;
+use gapless_redis::testing::{RedisCluster, RedisServer};
 use gapless_redis::{RedisStore, StoreConfig, StoredSession};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// Stream resumes whose stream's record was reclaimed (so that the
-/// tombstone rows are compared too).
-static RECLAIMED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// splitmix64.
 struct Rng(u64);
@@ -89,6 +85,9 @@ struct History {
     open: Vec<StreamId>,
     events: Vec<Published>,
     checked: usize,
+    /// Stream resumes whose stream's record was reclaimed (so that the
+    /// tombstone rows are compared too).
+    reclaimed: usize,
 }
 
 impl History {
@@ -107,6 +106,7 @@ impl History {
             open: Vec::new(),
             events: Vec::new(),
             checked: 0,
+            reclaimed: 0,
         };
         h.reset_streams();
         h
@@ -285,7 +285,7 @@ impl History {
                 && c.stream.0 <= r.streams_opened()
                 && r.stream(c.stream).is_none()
             {
-                RECLAIMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.reclaimed += 1;
             }
         }
         let hub = match hub {
@@ -319,17 +319,23 @@ fn ring() -> RingConfig {
     RingConfig::new(12, 80)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_process_and_redis_decide_alike() {
-    let redis = RedisServer::start(&[]);
-    let store = RedisStore::connect(&redis.url(), StoreConfig { ring: ring(), ..StoreConfig::default() })
-        .await
-        .unwrap();
+/// What a run of random histories saw.
+struct Run {
+    /// Decisions compared.
+    checked: usize,
+    /// How many of each outcome ("granted" or the refusal's kind).
+    kinds: HashMap<String, usize>,
+    /// Stream resumes at a reclaimed stream.
+    reclaimed: usize,
+    /// The sessions the histories ran in.
+    sessions: Vec<SessionId>,
+}
+
+/// Runs `histories` random histories on the in-process store and `store`,
+/// comparing every decision (a difference fails the test there).
+async fn run(store: RedisStore, histories: u64) -> Run {
     let hub = Arc::new(Hub::new(HubConfig { ring: ring(), ..HubConfig::default() }).unwrap());
-    let histories: u64 =
-        std::env::var("GAPLESS_DIFF_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    let mut kinds: HashMap<String, usize> = HashMap::new();
-    let mut checked = 0;
+    let mut out = Run { checked: 0, kinds: HashMap::new(), reclaimed: 0, sessions: Vec::new() };
     for seed in 0..histories {
         let mut h = History::new(seed, Arc::clone(&hub), store.clone()).await;
         let streamy = seed % 3 == 0;
@@ -337,14 +343,29 @@ async fn in_process_and_redis_decide_alike() {
         for _ in 0..steps {
             h.step(streamy).await;
             for _ in 0..3 {
-                *kinds.entry(h.check(seed).await).or_default() += 1;
+                *out.kinds.entry(h.check(seed).await).or_default() += 1;
             }
         }
-        checked += h.checked;
+        out.checked += h.checked;
+        out.reclaimed += h.reclaimed;
+        out.sessions.push(h.id);
         h.hub.remove(&h.id);
         h.store.delete(&h.id, None).await.unwrap();
     }
-    let reclaimed = RECLAIMED.load(std::sync::atomic::Ordering::Relaxed);
+    out
+}
+
+fn store_config() -> StoreConfig {
+    StoreConfig { ring: ring(), ..StoreConfig::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_and_redis_decide_alike() {
+    let redis = RedisServer::start(&[]);
+    let store = RedisStore::connect(&redis.url(), store_config()).await.unwrap();
+    let histories: u64 =
+        std::env::var("GAPLESS_DIFF_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let Run { checked, kinds, reclaimed, .. } = run(store, histories).await;
     eprintln!("stream resumes at a reclaimed stream: {reclaimed}");
     assert!(reclaimed > 0, "no resume reached a reclaimed stream's tombstone");
     eprintln!("{checked} decisions compared over {histories} histories; outcomes seen: {kinds:?}");
@@ -356,6 +377,23 @@ async fn in_process_and_redis_decide_alike() {
         "namespace_mismatch",
         "malformed_cursor",
     ] {
+        assert!(kinds.get(k).copied().unwrap_or(0) > 0, "no {k} among the decisions: {kinds:?}");
+    }
+}
+
+/// The same on a Redis Cluster of three masters (a shorter run: the
+/// scripts are the same; this holds the cluster's routing to them), with
+/// sessions on more than one master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_process_and_redis_cluster_decide_alike() {
+    let cluster = RedisCluster::start(3);
+    let store = RedisStore::connect(&cluster.url(2), store_config()).await.unwrap();
+    let Run { checked, kinds, sessions, .. } = run(store, 30).await;
+    eprintln!("cluster: {checked} decisions compared over 30 histories; outcomes seen: {kinds:?}");
+    let masters: std::collections::HashSet<u16> =
+        sessions.iter().map(|id| cluster.master_of(&format!("gapless:{{{id}}}:m"))).collect();
+    assert!(masters.len() >= 2, "the sessions lived on {} master(s) only", masters.len());
+    for k in ["granted", "gap_not_covered"] {
         assert!(kinds.get(k).copied().unwrap_or(0) > 0, "no {k} among the decisions: {kinds:?}");
     }
 }

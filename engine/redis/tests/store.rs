@@ -395,3 +395,82 @@ async fn a_delivery_mark_with_another_nonce_records_nothing() {
     assert_eq!(s.mark_delivered(&id, StreamId(1), got[1].seq, 2, Some(got[1].check)).await, Ok(true));
     assert_eq!(s.marks(&id, StreamId(1)).await.unwrap(), (got[1].seq, got[1].seq));
 }
+
+/// The six keys of a session as they are now (`DUMP`), to put back later
+/// (`RESTORE`): what a failover to a replica that lags looks like.
+async fn snapshot(
+    c: &mut redis::aio::MultiplexedConnection,
+    id: &SessionId,
+) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for part in ["m", "l", "s", "t", "o", "k"] {
+        let key = format!("gapless:{{{id}}}:{part}");
+        let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&key).query_async(c).await.unwrap();
+        out.push((key, dump));
+    }
+    out
+}
+
+async fn restore(c: &mut redis::aio::MultiplexedConnection, keys: &[(String, Option<Vec<u8>>)]) {
+    for (key, dump) in keys {
+        let _: () = redis::cmd("DEL").arg(key).query_async(c).await.unwrap();
+        if let Some(d) = dump {
+            let _: () = redis::cmd("RESTORE").arg(key).arg(0).arg(d).query_async(c).await.unwrap();
+        }
+    }
+}
+
+/// A migration ticket keeps its cursor's check: when the store lost the
+/// cursor's event (a failover between the migration check and the ticket,
+/// which then lands on the new primary), redeeming it is refused
+/// `history_rewritten` with the cursor and the store's head, as a resume
+/// with that cursor is, whether new events reused the seq or not; never a
+/// replay of other events after it. The ticket is used up.
+#[tokio::test]
+async fn a_ticket_whose_cursor_a_failover_rewrote_is_refused() {
+    use gapless_redis::RedeemError;
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let ttl = Duration::from_secs(5);
+    let id = SessionId::random();
+    let sess = s.create(id, None).await.unwrap();
+    let sid = id.to_string();
+    let first = s.append(&id, &[ev(1, "a")]).await.unwrap()[0];
+    let replica = snapshot(&mut c, &id).await; // the replica got event 1 only
+    let lost = s.append(&id, &[ev(1, "b"), ev(1, "c")]).await.unwrap();
+    s.mark_all_delivered(&id, StreamId(1)).await.unwrap();
+    let cursor = EventId::new(sess.ns, StreamId(1), lost[1].seq).with_check(lost[1].check);
+    let wire = cursor.to_string();
+    // Before the failover the same ticket redeems, with its cursor's seq.
+    s.issue_ticket(&id, None, "before", Some(&cursor), ttl, 4).await.unwrap().unwrap();
+    assert_eq!(s.redeem_ticket("before", None).await.unwrap(), Ok((id, Seq(3))));
+
+    // Failover: the store's head is 1, below the cursor.
+    restore(&mut c, &replica).await;
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&wire), Target::Session).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::CursorAhead, "a resume alone cannot tell yet");
+    s.issue_ticket(&id, None, "beyond", Some(&cursor), ttl, 4).await.unwrap().unwrap();
+    let e = s.redeem_ticket("beyond", None).await.unwrap().unwrap_err();
+    assert_eq!(e, RedeemError::HistoryRewritten { cursor, head: Seq(1) });
+    assert!(e.to_string().contains("failover"), "{e}");
+    assert!(!s.lookup(&id, None).await.unwrap().unwrap().migrated, "not migrated");
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&wire), Target::Session).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten, "the redeem recorded the seq as lost");
+
+    // Failover again, then new events reuse seqs 2 and 3 (other nonces).
+    restore(&mut c, &replica).await;
+    let reused = s.append(&id, &[ev(1, "B"), ev(1, "C")]).await.unwrap();
+    assert_eq!(reused[1].seq, cursor.seq);
+    s.mark_all_delivered(&id, StreamId(1)).await.unwrap();
+    s.issue_ticket(&id, None, "reused", Some(&cursor), ttl, 4).await.unwrap().unwrap();
+    let e = s.redeem_ticket("reused", None).await.unwrap().unwrap_err();
+    assert_eq!(e, RedeemError::HistoryRewritten { cursor, head: Seq(3) });
+    let r = s.resume(ResumeRequest::new(&sid).cursor(&wire), Target::Session).await.unwrap_err();
+    assert_eq!(r, Refusal::HistoryRewritten { cursor, head: Seq(3) }, "the same refusal as a resume");
+    assert!(s.redeem_ticket("reused", None).await.unwrap().is_err(), "used up");
+    // A cursor the failover kept still redeems.
+    let kept = EventId::new(sess.ns, StreamId(1), first.seq).with_check(first.check);
+    s.issue_ticket(&id, None, "kept", Some(&kept), ttl, 4).await.unwrap().unwrap();
+    assert_eq!(s.redeem_ticket("kept", None).await.unwrap(), Ok((id, Seq(1))));
+}

@@ -1,6 +1,7 @@
 //! Cluster mode (`docs/SPEC.md` §8): several `gapless-server` processes on
-//! one `redis-server`, each started by the test on free loopback ports, and
-//! a client that sends every request of a session to another node.
+//! one `redis-server` (or a Redis Cluster of them), each started by the test
+//! on free loopback ports, and a client that sends every request of a
+//! session to another node.
 
 mod common;
 
@@ -721,4 +722,48 @@ async fn concurrent_requests_keep_the_replica() {
     let (seqs, result) = busy.await.unwrap();
     assert!(result);
     assert_eq!(seqs, (1..=400).collect::<Vec<_>>());
+}
+
+/// Two nodes on a Redis Cluster of three masters, each given a different
+/// cluster node's URL, with a session whose slot lives on the third: a
+/// stream cut on one node and resumed with `Last-Event-ID` on the other
+/// gets exactly the events after the cursor, then its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_on_a_redis_cluster_resumes_on_another_node() {
+    let cluster = gapless_redis::testing::RedisCluster::start(3);
+    let (a, b) = (Node::start(&cluster.url(0), &[]), Node::start(&cluster.url(1), &[]));
+    let (p0, p1) = (cluster.nodes[0].port, cluster.nodes[1].port);
+    let mut sid = initialize(&a.url).await;
+    for _ in 0..30 {
+        let master = cluster.master_of(&format!("gapless:{{{sid}}}:m"));
+        if master != p0 && master != p1 {
+            break;
+        }
+        sid = initialize(&a.url).await;
+    }
+    let master = cluster.master_of(&format!("gapless:{{{sid}}}:m"));
+    assert!(master != p0 && master != p1, "a session on the third master");
+
+    let r = call(&a.url, &sid, 1, json!({"count": 60, "interval_ms": 5})).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let (mut before, mut cursor) = (vec![], None);
+    while before.len() < 20 {
+        let e = sse.next().await.expect("events before the cut");
+        if let Some(n) = e.emit_seq() {
+            before.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    drop(sse);
+    assert_eq!(before, (1..=20).collect::<Vec<_>>());
+    let r = get(&b.url, &sid, cursor.as_deref()).await;
+    assert_eq!(r.status(), 200, "resume on the other node");
+    let (mut after, mut last) = (vec![], None);
+    let result = drain(&mut SseReader::new(r), &mut after, &mut last).await;
+    assert_eq!(after, (21..=60).collect::<Vec<_>>(), "exactly the events after the cursor, once");
+    assert!(result.expect("the result follows")["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("60"));
 }

@@ -197,8 +197,12 @@ pub(super) async fn upgrade(
     let id = conn.session.id();
     let ticket = gapless::SessionId::random().to_string(); // 128 random bits, a ticket's shape
     let hub = state.hub.config();
+    // The decision granted the cursor, so it parses; the ticket keeps its
+    // check for the redeem's comparison (after a failover).
+    let cursor = req.cursor.and_then(|c| gapless::EventId::parse(c).ok());
+    debug_assert_eq!(cursor.map_or(gapless::Seq(0), |c| c.seq), d.after);
     c.store
-        .issue_ticket(&id, req.owner, &ticket, d.after, hub.ticket_ttl, hub.max_tickets)
+        .issue_ticket(&id, req.owner, &ticket, cursor.as_ref(), hub.ticket_ttl, hub.max_tickets)
         .await
         .map_err(|e| ApiError::store_unavailable(&e))?
         .map_err(ApiError::from)?;
@@ -216,9 +220,10 @@ pub(super) async fn upgrade(
 }
 
 /// `GET P/ws?ticket=T` in cluster mode: the ticket redeemed in the store
-/// (once, by its caller), the gap after its cursor checked again (the store
-/// pins nothing: a gap trimmed since the ticket was issued is refused with
-/// the numbers), then the store's replay and the replica's live events of
+/// (once, by its caller; a cursor whose event a failover rewrote since is
+/// refused `history_rewritten`), the gap after its cursor checked again (the
+/// store pins nothing: a gap trimmed since the ticket was issued is refused
+/// with the numbers), then the store's replay and the replica's live events of
 /// the whole session. The session is migrated on every node.
 pub(super) async fn redeem(
     state: &Arc<AppState>,

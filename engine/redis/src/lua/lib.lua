@@ -20,7 +20,9 @@
 --   3 streams  HASH   stream id -> "first high published delivered dindex ended"
 --   4 tombs    HASH   stream id -> "first high" (reclaimed, fully delivered)
 --   5 order    LIST   tombstoned stream ids, oldest first
---   6 tickets  HASH   migration ticket -> "cursor expires_ms" (server time)
+--   6 tickets  HASH   migration ticket -> "cursor expires_ms check wire"
+--                     (expiry by the server's clock; the cursor's check, 16
+--                     hex, and its wire form, '-' for none)
 --
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
