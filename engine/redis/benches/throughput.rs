@@ -75,13 +75,21 @@ async fn raw_xadd(redis: &RedisServer, events: usize) -> f64 {
     rate
 }
 
-/// `redis-benchmark` on the same server: `XADD` with an automatic id and
-/// one field of the same payload size, pipelined 1000 deep.
-fn redis_benchmark(redis: &RedisServer, events: usize) -> Option<f64> {
+/// `redis-benchmark` on the same server, pipelined 1000 deep: `XADD` with
+/// an automatic id and either one field of the same payload size
+/// (`shaped == false`) or the store's five fields.
+fn redis_benchmark(redis: &RedisServer, events: usize, shaped: bool) -> Option<f64> {
     let port = redis.url().rsplit(':').next()?.trim_end_matches("/0").to_owned();
+    let p = "x".repeat(PAYLOAD);
+    let fields: Vec<&str> = if shaped {
+        vec!["s", "1", "i", "1", "v", "0", "n", "0123456789abcdef", "p", &p]
+    } else {
+        vec!["p", &p]
+    };
     let out = std::process::Command::new("redis-benchmark")
         .args(["-h", "127.0.0.1", "-p", &port, "-n", &events.to_string(), "-P", "1000", "-c", "1", "--csv"])
-        .args(["XADD", "rb", "*", "p", &"x".repeat(PAYLOAD)])
+        .args(["XADD", if shaped { "rb5" } else { "rb1" }, "*"])
+        .args(fields)
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -214,6 +222,16 @@ fn load() -> String {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    // `--profile`: only the one-session figure, long, for `perf record`.
+    if std::env::args().any(|a| a == "--profile") {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let redis = RedisServer::start(&[]);
+        rt.block_on(async {
+            let s = store(&redis, RingConfig::default()).await;
+            println!("one session, trimmed: {:.0} events/s", appenders(&s, 1, 2_000_000).await);
+        });
+        return;
+    }
     let run = if quick {
         Run { events: 20_000, rounds: 1, samples: 200 }
     } else {
@@ -228,13 +246,17 @@ fn main() {
         let s_default = store(&redis, RingConfig::default()).await;
         let mut raw = Vec::new();
         let mut bench = Vec::new();
+        let mut bench5 = Vec::new();
         let mut one = Vec::new();
         let mut one_trim = Vec::new();
         let mut many = Vec::new();
         for _ in 0..run.rounds {
             raw.push(raw_xadd(&redis, run.events).await);
-            if let Some(r) = redis_benchmark(&redis, run.events) {
+            if let Some(r) = redis_benchmark(&redis, run.events, false) {
                 bench.push(r);
+            }
+            if let Some(r) = redis_benchmark(&redis, run.events, true) {
+                bench5.push(r);
             }
             one.push(appenders(&s_big, 1, run.events).await);
             one_trim.push(appenders(&s_default, 1, run.events).await);
@@ -244,12 +266,16 @@ fn main() {
         let resume = resume_gap(&redis, 10_000, run.rounds.max(3)).await;
         let (raw, one, one_trim, many) = (median(raw), median(one), median(one_trim), median(many));
         let bench = (!bench.is_empty()).then(|| median(bench));
+        let bench5 = (!bench5.is_empty()).then(|| median(bench5));
         let load_after = load();
         println!("| figure | median |");
         println!("|---|---|");
         println!("| raw pipelined XADD, the store's entry shape (events/s) | {raw:.0} |");
         if let Some(b) = bench {
-            println!("| `redis-benchmark -P 1000 XADD rb * p <100 B>` (events/s) | {b:.0} |");
+            println!("| `redis-benchmark -P 1000 XADD rb1 * p <100 B>` (events/s) | {b:.0} |");
+        }
+        if let Some(b) = bench5 {
+            println!("| `redis-benchmark -P 1000 XADD rb5 * s .. i .. v .. n .. p <100 B>` (events/s) | {b:.0} |");
         }
         println!("| one session, no trimming (events/s) | {one:.0} ({:.0} % of raw) |", 100.0 * one / raw);
         println!(
@@ -261,10 +287,11 @@ fn main() {
         println!("| resume of a 10 000-event gap on another node (ms) | {resume:.1} |");
         println!("load before: {load_before}; after: {load_after}; {} rounds, {} events each", run.rounds, run.events);
         let json = format!(
-            "{{\"raw_xadd\":{raw:.0},\"redis_benchmark\":{},\"one_session\":{one:.0},\"one_session_trimmed\":{one_trim:.0},\
+            "{{\"raw_xadd\":{raw:.0},\"redis_benchmark\":{},\"redis_benchmark_shaped\":{},\"one_session\":{one:.0},\"one_session_trimmed\":{one_trim:.0},\
              \"sessions_100\":{many:.0},\"latency_p50_us\":{p50:.0},\"latency_p99_us\":{p99:.0},\"resume_10k_ms\":{resume:.2},\
              \"load_before\":\"{load_before}\",\"load_after\":\"{load_after}\",\"rounds\":{},\"events\":{}}}",
             bench.map_or("null".to_owned(), |b| format!("{b:.0}")),
+            bench5.map_or("null".to_owned(), |b| format!("{b:.0}")),
             run.rounds,
             run.events
         );

@@ -10,7 +10,7 @@
 //! answer, two retries, at most 500 ms between them.
 //!
 //! What holds every command to one slot: each script call names a
-//! session's six keys, which share one hash tag (`keys.rs`), and every
+//! session's seven keys, which share one hash tag (`keys.rs`), and every
 //! other command names one key. A script therefore runs on the master of
 //! its session's slot; `SCRIPT LOAD` goes to every node, and a master that
 //! has not got a script (a promoted replica, a node added later, a

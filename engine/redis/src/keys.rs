@@ -4,10 +4,16 @@
 
 use gapless::SessionId;
 
-/// The six keys of one session, in the order every script takes them.
-pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 6] {
+/// The seven keys of one session, in the order every script takes them.
+pub(crate) fn session_keys(prefix: &str, id: &SessionId) -> [String; 7] {
     let base = format!("{prefix}{{{id}}}");
-    ["m", "l", "s", "t", "o", "k"].map(|part| format!("{base}:{part}"))
+    ["m", "l", "s", "t", "o", "k", "b"].map(|part| format!("{base}:{part}"))
+}
+
+/// The number of the last batch append queue `queue` of the session
+/// wrote (`appender.rs`; in the session's hash slot, expiring with it).
+pub(crate) fn append_guard(prefix: &str, id: &SessionId, queue: &str) -> String {
+    format!("{prefix}{{{id}}}:q:{queue}")
 }
 
 /// A migration ticket's index entry: the session it belongs to.

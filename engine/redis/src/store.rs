@@ -362,8 +362,20 @@ impl RedisStore {
         id: &SessionId,
         args: &[&[u8]],
     ) -> Result<Vec<Value>, StoreError> {
+        self.call_with(script, id, None, args).await
+    }
+
+    /// [`RedisStore::call`] with one more key after the session's (in its
+    /// hash slot).
+    pub(crate) async fn call_with(
+        &self,
+        script: &Script,
+        id: &SessionId,
+        extra: Option<String>,
+        args: &[&[u8]],
+    ) -> Result<Vec<Value>, StoreError> {
         let mut inv = script.prepare_invoke();
-        for k in session_keys(&self.config.prefix, id) {
+        for k in session_keys(&self.config.prefix, id).into_iter().chain(extra) {
             inv.key(k);
         }
         for a in args {
@@ -565,37 +577,61 @@ impl RedisStore {
         id: &SessionId,
         events: &[(StreamId, Bytes)],
     ) -> Result<Vec<Appended>, AppendError> {
+        self.append_guarded(id, None, events).await.map_err(|e| match e {
+            Guarded::Refused(e) => e,
+            Guarded::Order(last) => {
+                AppendError::Store(StoreError::Protocol(format!("an unguarded append answered order {last}")))
+            }
+        })
+    }
+
+    /// [`RedisStore::append`] as batch `number` of the queue `guard`
+    /// names: written only if the queue's last written batch is
+    /// `number - 1` (or the queue has none), else [`Guarded::Order`] with the
+    /// queue's last written batch and nothing written.
+    pub(crate) async fn append_guarded(
+        &self,
+        id: &SessionId,
+        guard: Option<(&str, u64)>,
+        events: &[(StreamId, Bytes)],
+    ) -> Result<Vec<Appended>, Guarded> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        let checks: Vec<u64> = events.iter().map(|_| random_u64()).collect();
+        let checks = random_u64s(events.len());
         let strings: Vec<(String, String)> =
             events.iter().zip(&checks).map(|((s, _), c)| (s.0.to_string(), format!("{c:016x}"))).collect();
         let n = events.len().to_string();
-        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 3 * events.len());
-        args.push(n.as_bytes());
+        let number = guard.map_or_else(String::new, |(_, k)| k.to_string());
+        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 3 * events.len());
+        args.extend([n.as_bytes(), number.as_bytes()]);
         for ((_, payload), (s, c)) in events.iter().zip(&strings) {
             args.extend([s.as_bytes(), c.as_bytes(), &payload[..]]);
         }
-        let r = self.call(&self.scripts.append, id, &args).await?;
-        match text(&r[0])?.as_str() {
+        let extra = guard.map(|(g, _)| crate::keys::append_guard(&self.config.prefix, id, g));
+        let refused = |e: StoreError| Guarded::Refused(AppendError::Store(e));
+        let r = self.call_with(&self.scripts.append, id, extra, &args).await.map_err(refused)?;
+        let status = text(&r[0]).map_err(refused)?;
+        let num = |i: usize| int(r.get(i)).map_err(refused);
+        match status.as_str() {
             "ok" => {
-                let first = int(r.get(1))?;
+                let first = num(1)?;
                 Ok(checks
                     .iter()
                     .enumerate()
                     .map(|(i, &check)| Appended { seq: Seq(first + i as u64), check })
                     .collect())
             }
-            "unknown" => Err(AppendError::Store(StoreError::UnknownSession)),
-            "ended" => Err(AppendError::StreamEnded(StreamId(int(r.get(1))?))),
-            "no_stream" => Err(AppendError::UnknownStream(StreamId(int(r.get(1))?))),
-            "too_large" => Err(AppendError::PayloadTooLarge {
-                index: int(r.get(1))? as usize,
-                len: int(r.get(2))? as usize,
-                budget: int(r.get(3))? as usize,
-            }),
-            s => Err(AppendError::Store(StoreError::Protocol(format!("append answered {s}")))),
+            "order" => Err(Guarded::Order(num(1)?)),
+            "unknown" => Err(Guarded::Refused(AppendError::Store(StoreError::UnknownSession))),
+            "ended" => Err(Guarded::Refused(AppendError::StreamEnded(StreamId(num(1)?)))),
+            "no_stream" => Err(Guarded::Refused(AppendError::UnknownStream(StreamId(num(1)?)))),
+            "too_large" => Err(Guarded::Refused(AppendError::PayloadTooLarge {
+                index: num(1)? as usize,
+                len: num(2)? as usize,
+                budget: num(3)? as usize,
+            })),
+            s => Err(refused(StoreError::Protocol(format!("append answered {s}")))),
         }
     }
 
@@ -1014,6 +1050,22 @@ fn owner_args(owner: Option<&str>) -> (&'static [u8], &[u8]) {
 
 fn ms(d: Duration) -> u64 {
     (d.as_millis() as u64).max(1)
+}
+
+/// Why a guarded append wrote nothing.
+#[derive(Debug)]
+pub(crate) enum Guarded {
+    /// As [`RedisStore::append`] refuses.
+    Refused(AppendError),
+    /// Not the next batch of its queue: the queue's last written batch.
+    Order(u64),
+}
+
+/// `n` random values from one read of the OS CSPRNG.
+pub(crate) fn random_u64s(n: usize) -> Vec<u64> {
+    let mut b = vec![0u8; 8 * n];
+    getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
+    b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 
 pub(crate) fn random_u64() -> u64 {

@@ -70,37 +70,49 @@ async fn queued_events_share_script_calls_and_keep_push_order() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Refusals spread over several batches, two of them on the wire at once:
+/// each fails only its events, and every other event is written once, in
+/// push order (a batch after a refused one is not written before the
+/// refused one's rest). On one thread, every push is queued before the
+/// queue's task first runs, so the batches are the first 1024 events, the
+/// next 1024, ...: a batch without a refusal follows each refused one.
+#[tokio::test]
 async fn a_refusal_fails_only_the_events_it_names() {
+    const BUDGET: usize = 64 << 10;
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, 100_000, 1000).await;
+    let s = store(&redis, 100_000, BUDGET).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     let two = s.open_stream(&id).await.unwrap();
     let three = s.open_stream(&id).await.unwrap();
     s.end_stream(&id, three).await.unwrap();
     let q = Appender::new(s.clone(), id);
-    // Queued together, so that they share batches with the refused ones.
-    let pending: Vec<_> = (0..300)
-        .map(|i| match i % 5 {
-            0 => (i, q.push(three, Bytes::from_static(b"ended"))),
-            1 => (i, q.push(StreamId(9), Bytes::from_static(b"unknown"))),
-            2 if i % 10 == 2 => (i, q.push(two, Bytes::from(vec![b'x'; 1001]))),
-            _ => (i, q.push(two, Bytes::from(format!("ok{i}")))),
+    // Queued together, so that they share batches with the refused ones;
+    // more than two batches' worth.
+    // In the 1st, 3rd and 5th batches only.
+    let (ended, unknown, large) = (|i| i == 100, |i| i == 2100, |i| i == 4200);
+    let refused = |i: usize| ended(i) || unknown(i) || large(i);
+    let pending: Vec<_> = (0..5000)
+        .map(|i| match i {
+            i if ended(i) => (i, q.push(three, Bytes::from_static(b"ended"))),
+            i if unknown(i) => (i, q.push(StreamId(9), Bytes::from_static(b"unknown"))),
+            i if large(i) => (i, q.push(two, Bytes::from(vec![b'x'; BUDGET + 1]))),
+            _ => (i, q.push(if i % 2 == 0 { two } else { StreamId(1) }, Bytes::from(format!("ok{i}")))),
         })
         .collect();
     let mut kept = Vec::new();
     for (i, p) in pending {
         let r = p.await;
-        match i % 5 {
-            0 => assert_eq!(r, Err(AppendError::StreamEnded(three)), "event {i}"),
-            1 => assert_eq!(r, Err(AppendError::UnknownStream(StreamId(9))), "event {i}"),
-            2 if i % 10 == 2 => {
-                assert!(matches!(r, Err(AppendError::PayloadTooLarge { len: 1001, .. })), "event {i}: {r:?}")
+        match i {
+            i if ended(i) => assert_eq!(r, Err(AppendError::StreamEnded(three)), "event {i}"),
+            i if unknown(i) => assert_eq!(r, Err(AppendError::UnknownStream(StreamId(9))), "event {i}"),
+            i if large(i) => {
+                assert!(matches!(r, Err(AppendError::PayloadTooLarge { .. })), "event {i}: {r:?}")
             }
             _ => kept.push((r.expect("the other events are appended").seq.0, format!("ok{i}"))),
         }
     }
+    assert_eq!(kept.len(), (0..5000).filter(|&i| !refused(i)).count());
     let got = log(&s, &id).await;
     assert_eq!(
         got.iter().map(|(seq, _, p)| (*seq, String::from_utf8(p.to_vec()).unwrap())).collect::<Vec<_>>(),

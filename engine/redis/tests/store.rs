@@ -403,7 +403,7 @@ async fn snapshot(
     id: &SessionId,
 ) -> Vec<(String, Option<Vec<u8>>)> {
     let mut out = Vec::new();
-    for part in ["m", "l", "s", "t", "o", "k"] {
+    for part in ["m", "l", "s", "t", "o", "k", "b"] {
         let key = format!("gapless:{{{id}}}:{part}");
         let dump: Option<Vec<u8>> = redis::cmd("DUMP").arg(&key).query_async(c).await.unwrap();
         out.push((key, dump));

@@ -2,12 +2,31 @@
 -- window by events and by bytes in the same step, exactly as the ring's
 -- Producer::publish evicts. Validates the whole batch first: a refused
 -- batch writes nothing.
--- ARGV: n, then n triples (stream, nonce, payload).
+-- ARGV: n, guard, then n triples (stream, nonce, payload). With a guard
+-- (a batch number, '' for none) KEYS[8] holds the number of the last batch
+-- its queue wrote: the batch is written only if it is the next one, so that
+-- batches a queue pipelines are written in its order or not at all
+-- (appender.rs). A refused batch leaves the number as it was.
 -- Answers {'ok', first_seq}, {'unknown'}, {'ended', stream},
--- {'no_stream', stream} or {'too_large', index, len, budget}.
+-- {'no_stream', stream}, {'too_large', index, len, budget} or
+-- {'order', last} (not the next batch of its queue: nothing written).
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
+end
+local guard = ARGV[2]
+if guard ~= '' then
+  local t = redis.call('TYPE', KEYS[8])['ok']
+  if t ~= 'none' and t ~= 'string' then
+    return { 'corrupt', KEYS[8] }
+  end
+  -- No number yet (a new queue, or its key expired while it was idle):
+  -- batch 1 is next; a later one is answered 'order' with 0 and sent again
+  -- as 1.
+  local last = tonumber(redis.call('GET', KEYS[8]) or '0')
+  if tonumber(guard) ~= last + 1 then
+    return { 'order', last }
+  end
 end
 local m = meta_get()
 if not m then
@@ -16,8 +35,8 @@ end
 local n = tonumber(ARGV[1])
 local recs = {}
 for k = 0, n - 1 do
-  local sid = ARGV[2 + 3 * k]
-  local len = #ARGV[4 + 3 * k]
+  local sid = ARGV[3 + 3 * k]
+  local len = #ARGV[5 + 3 * k]
   if len > m.budget then
     return { 'too_large', k, len, m.budget }
   end
@@ -34,10 +53,13 @@ for k = 0, n - 1 do
 end
 local events = {}
 for k = 0, n - 1 do
-  events[#events + 1] = { ARGV[2 + 3 * k], ARGV[3 + 3 * k], ARGV[4 + 3 * k] }
+  events[#events + 1] = { ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k] }
 end
 local first_seq = write_events(m, recs, events)
 meta_put(m)
 touch(m)
+if guard ~= '' then
+  redis.call('SET', KEYS[8], guard, 'PX', m.ttl)
+end
 announce(fmt(m.head))
 return { 'ok', first_seq }

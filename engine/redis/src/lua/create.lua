@@ -6,7 +6,7 @@ local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
 end
-redis.call('DEL', M, L, S, T, O, K)
+redis.call('DEL', M, L, S, T, O, K, B)
 redis.call('HSET', M, 'ns', ARGV[1], 'head', '0', 'oldest', '1', 'bytes', '0', 'opened', '1', 'swept', '0',
   'cap', ARGV[4], 'budget', ARGV[5], 'ttl', ARGV[6], 'pv', ARGV[7] or '')
 if ARGV[2] == '1' then

@@ -8,6 +8,6 @@ local m = meta_get()
 if not m or not owner_ok(m, ARGV[1], ARGV[2]) then
   return { 'unknown' }
 end
-redis.call('DEL', M, L, S, T, O, K)
+redis.call('DEL', M, L, S, T, O, K, B)
 announce('deleted')
 return { 'ok' }

@@ -23,6 +23,8 @@
 --   6 tickets  HASH   migration ticket -> "cursor expires_ms check wire"
 --                     (expiry by the server's clock; the cursor's check, 16
 --                     hex, and its wire form, '-' for none)
+--   7 lengths  LIST   the payload length of each retained event, oldest
+--                     first (trimming reads these, not the log's entries)
 --
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
@@ -31,14 +33,14 @@
 -- key of another type (another program's data under our prefix): it then
 -- writes nothing.
 
-local M, L, S, T, O, K = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local M, L, S, T, O, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 local KEEP_TOMBSTONES = 256
 local KEEP_UNDELIVERED = 256
 
 local function wrong_type()
-  local want = { 'hash', 'stream', 'hash', 'hash', 'list', 'hash' }
-  for i = 1, 6 do
+  local want = { 'hash', 'stream', 'hash', 'hash', 'list', 'hash', 'list' }
+  for i = 1, 7 do
     local t = redis.call('TYPE', KEYS[i])['ok']
     if t ~= 'none' and t ~= want[i] then
       return KEYS[i]
@@ -112,7 +114,7 @@ local function rec_str(r)
 end
 
 local function touch(m)
-  for i = 1, 6 do
+  for i = 1, 7 do
     redis.call('PEXPIRE', KEYS[i], m.ttl)
   end
 end
@@ -147,23 +149,23 @@ end
 local function write_events(m, recs, events)
   local first_seq = m.head + 1
   local old_oldest = m.oldest
-  -- Payload lengths of the events about to be evicted, read 256 at a time
-  -- (one XRANGE, not one per evicted event). An entry that is not there
+  -- Payload lengths of the events about to be evicted: from the lengths
+  -- list (its element j is seq old_oldest + j), 256 at a time; this
+  -- batch's own from `lens`. A length the list lacks (a log written before
+  -- the list existed) is read from the entry; an entry that is not there
   -- counts 0: the script never fails half-way (Redis does not undo it).
   local lens = {}
+  local added = {}
   local function len_of(seq)
     if not lens[seq] then
-      lens[seq] = 0
-      for _, it in ipairs(redis.call('XRANGE', L, fmt(seq) .. '-0', '+', 'COUNT', 256)) do
-        local at = tonumber(string.match(it[1], '^(%d+)-0$'))
-        if at then
-          local f = it[2]
-          for k = 1, #f, 2 do
-            if f[k] == 'p' then
-              lens[at] = #f[k + 1]
-            end
-          end
-        end
+      local at = seq - old_oldest
+      local got = redis.call('LRANGE', B, at, at + 255)
+      for j, v in ipairs(got) do
+        lens[seq + j - 1] = tonumber(v)
+      end
+      if not lens[seq] then
+        local e = entry_get(seq)
+        lens[seq] = e and #e['p'] or 0
       end
     end
     return lens[seq]
@@ -190,13 +192,18 @@ local function write_events(m, recs, events)
     r.high = seq
     redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
     lens[seq] = len
+    added[#added + 1] = len
     m.bytes = m.bytes + len
     m.head = seq
   end
   for sid, r in pairs(recs) do
     redis.call('HSET', S, sid, rec_str(r))
   end
+  if #added > 0 then
+    redis.call('RPUSH', B, unpack(added))
+  end
   if m.oldest > old_oldest then
+    redis.call('LTRIM', B, m.oldest - old_oldest, -1)
     redis.call('XTRIM', L, 'MINID', fmt(m.oldest) .. '-0')
   end
   return first_seq
