@@ -201,6 +201,18 @@ impl Queue {
                 }
                 None
             }
+            Err(Guarded::Order(last)) if last >= number => {
+                // The store wrote this batch's number already (a copy of it
+                // sent again after later ones): whether these events are in
+                // the log is not known here. Never written twice.
+                self.last = Some(last);
+                fail_where(
+                    items,
+                    |_| true,
+                    &unavailable("the batch's outcome is unknown (sent again out of order)"),
+                );
+                None
+            }
             Err(Guarded::Order(last)) => {
                 self.last = Some(last);
                 Some(items)
@@ -276,11 +288,15 @@ mod tests {
         assert!(matches!(s.append_guarded(&id, Some(("q", 2)), &ev(1)).await, Err(Guarded::Order(0))));
         assert_eq!(seq(s.append_guarded(&id, Some(("q", 1)), &ev(1)).await), 1);
         assert!(matches!(s.append_guarded(&id, Some(("q", 3)), &ev(1)).await, Err(Guarded::Order(1))));
+        let two_events = [(StreamId(1), Bytes::from_static(b"y")), (StreamId(1), Bytes::from_static(b"z"))];
         assert!(
-            matches!(s.append_guarded(&id, Some(("q", 1)), &ev(1)).await, Err(Guarded::Order(1))),
-            "once"
+            matches!(s.append_guarded(&id, Some(("q", 1)), &two_events).await, Err(Guarded::Order(1))),
+            "not a copy of batch 1 (another size): refused"
         );
         assert_eq!(seq(s.append_guarded(&id, Some(("q", 2)), &ev(1)).await), 2);
+        // The same batch sent again (a retry whose first answer was lost):
+        // answered as before, written once.
+        assert_eq!(seq(s.append_guarded(&id, Some(("q", 2)), &ev(1)).await), 2, "not written twice");
         assert!(matches!(
             s.append_guarded(&id, Some(("q", 3)), &ev(two.0)).await,
             Err(Guarded::Refused(AppendError::StreamEnded(_)))

@@ -474,3 +474,63 @@ async fn a_ticket_whose_cursor_a_failover_rewrote_is_refused() {
     s.issue_ticket(&id, None, "kept", Some(&kept), ttl, 4).await.unwrap().unwrap();
     assert_eq!(s.redeem_ticket("kept", None).await.unwrap(), Ok((id, Seq(1))));
 }
+
+/// Trimming reads each retained event's length from a list of its own; a
+/// list out of step with the log (written by a node that kept none) is
+/// measured again from the log, so the window is trimmed exactly as the
+/// ring trims it.
+#[tokio::test]
+async fn a_lengths_list_out_of_step_is_rebuilt_from_the_log() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 100).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    s.append(&id, &[ev(1, &"a".repeat(10)), ev(1, &"b".repeat(20)), ev(1, &"c".repeat(30))]).await.unwrap();
+    let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: String = redis::cmd("LPOP").arg(format!("gapless:{{{id}}}:b")).query_async(&mut c).await.unwrap();
+    // 60 + 60 > 100: seq 1 (10 bytes) and seq 2 (20 bytes) go.
+    s.append(&id, &[ev(1, &"d".repeat(60))]).await.unwrap();
+    let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
+    assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(3));
+    let lens: Vec<u64> = redis::cmd("LRANGE")
+        .arg(format!("gapless:{{{id}}}:b"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(lens, [30, 60]);
+}
+
+/// A delivery mark beyond the store's head comes from a node that holds
+/// events the store lost: nothing is recorded, and the store remembers the
+/// seq as lost, so that a checked cursor at it is `history_rewritten`.
+#[tokio::test]
+async fn a_delivery_mark_beyond_the_head_is_rewritten_and_recorded_as_lost() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    let sess = s.create(id, None).await.unwrap();
+    s.append(&id, &[ev(1, "a"), ev(1, "b")]).await.unwrap();
+    assert_eq!(
+        s.mark_delivered(&id, StreamId(1), Seq(5), 5, Some(7)).await,
+        Err(StoreError::Rewritten { seq: Seq(5) })
+    );
+    assert_eq!(s.marks(&id, StreamId(1)).await.unwrap(), (Seq(2), Seq(0)), "nothing recorded");
+    let cursor = EventId::new(sess.ns, StreamId(1), Seq(5)).with_check(7).to_string();
+    let r = s.resume(ResumeRequest::new(&id.to_string()).cursor(&cursor), Target::Session).await.unwrap_err();
+    assert_eq!(r.kind(), ErrorKind::HistoryRewritten);
+}
+
+/// One append of more events than Lua's `unpack` takes at once.
+#[tokio::test]
+async fn a_batch_of_ten_thousand_events_is_one_append() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 20_000, 1 << 24).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let batch: Vec<_> = (0..10_000).map(|i| ev(1, &format!("e{i}"))).collect();
+    let got = s.append(&id, &batch).await.unwrap();
+    assert_eq!(got.last().unwrap().seq, Seq(10_000));
+    assert_eq!(s.append(&id, &[ev(1, "next")]).await.unwrap()[0].seq, Seq(10_001));
+}

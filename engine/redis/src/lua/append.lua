@@ -3,10 +3,11 @@
 -- Producer::publish evicts. Validates the whole batch first: a refused
 -- batch writes nothing.
 -- ARGV: n, guard, then n triples (stream, nonce, payload). With a guard
--- (a batch number, '' for none) KEYS[8] holds the number of the last batch
--- its queue wrote: the batch is written only if it is the next one, so that
--- batches a queue pipelines are written in its order or not at all
--- (appender.rs). A refused batch leaves the number as it was.
+-- (a batch number, '' for none) KEYS[8] holds "<number> <first seq> <n>" of
+-- the last batch its queue wrote: a batch is written only if it is the next
+-- one, so that batches a queue pipelines are written in its order or not at
+-- all (appender.rs); the last one sent again is answered as it was, not
+-- written twice. A refused batch leaves the number as it was.
 -- Answers {'ok', first_seq}, {'unknown'}, {'ended', stream},
 -- {'no_stream', stream}, {'too_large', index, len, budget} or
 -- {'order', last} (not the next batch of its queue: nothing written).
@@ -23,7 +24,13 @@ if guard ~= '' then
   -- No number yet (a new queue, or its key expired while it was idle):
   -- batch 1 is next; a later one is answered 'order' with 0 and sent again
   -- as 1.
-  local last = tonumber(redis.call('GET', KEYS[8]) or '0')
+  local last, first, count = string.match(redis.call('GET', KEYS[8]) or '0 0 0', '^(%d+) (%d+) (%d+)$')
+  last = tonumber(last or '0')
+  if tonumber(guard) == last and tonumber(count) == tonumber(ARGV[1]) then
+    -- The last batch written, sent again (the cluster client retries a
+    -- command whose answer it lost): written once, answered alike.
+    return { 'ok', tonumber(first) }
+  end
   if tonumber(guard) ~= last + 1 then
     return { 'order', last }
   end
@@ -59,7 +66,7 @@ local first_seq = write_events(m, recs, events)
 meta_put(m)
 touch(m)
 if guard ~= '' then
-  redis.call('SET', KEYS[8], guard, 'PX', m.ttl)
+  redis.call('SET', KEYS[8], guard .. ' ' .. fmt(first_seq) .. ' ' .. ARGV[1], 'PX', m.ttl)
 end
 announce(fmt(m.head))
 return { 'ok', first_seq }

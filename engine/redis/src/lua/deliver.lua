@@ -3,7 +3,8 @@
 -- stands for every event of its stream). ARGV: stream, seq, index, check
 -- (the nonce of the event at seq as the marking node holds it, or '').
 -- Answers {'ok', 1|0 (record kept)}, {'unknown'}, or {'rewritten'} when the
--- event at seq, still retained, has another nonce: the node's replica holds
+-- event at seq, still retained, has another nonce, or seq is beyond the
+-- store's head (then recorded as lost, see note_seen): the node's replica holds
 -- an event a failover lost, and marking would count the store's other event
 -- at that seq as delivered to a client that never got it.
 local bad = wrong_type()
@@ -23,7 +24,14 @@ if ARGV[2] == 'all' then
   r.dindex = math.max(r.dindex, r.published)
 else
   if ARGV[4] ~= '' then
-    local e = entry_get(tonumber(ARGV[2]))
+    local q = tonumber(ARGV[2])
+    if q > m.head then
+      -- The node holds an event beyond the store's head: one a failover
+      -- lost (the store's next event at that seq will be another).
+      note_seen(m, q)
+      return { 'rewritten' }
+    end
+    local e = entry_get(q)
     if e and e['n'] ~= ARGV[4] then
       return { 'rewritten' }
     end

@@ -156,6 +156,35 @@ local function write_events(m, recs, events)
   -- counts 0: the script never fails half-way (Redis does not undo it).
   local lens = {}
   local added = {}
+  -- The list must hold one length per retained event. A log written
+  -- without it (by an older node) is measured once, here.
+  local retained = m.head >= m.oldest and m.head - m.oldest + 1 or 0
+  if redis.call('LLEN', B) ~= retained then
+    redis.call('DEL', B)
+    local from = fmt(m.oldest) .. '-0'
+    while retained > 0 do
+      local page = redis.call('XRANGE', L, from, fmt(m.head) .. '-0', 'COUNT', 1000)
+      if #page == 0 then
+        break
+      end
+      local chunk = {}
+      for _, it in ipairs(page) do
+        if string.match(it[1], '-0$') then
+          local f, len = it[2], 0
+          for k = 1, #f, 2 do
+            if f[k] == 'p' then
+              len = #f[k + 1]
+            end
+          end
+          chunk[#chunk + 1] = len
+        end
+      end
+      if #chunk > 0 then
+        redis.call('RPUSH', B, unpack(chunk))
+      end
+      from = '(' .. page[#page][1]
+    end
+  end
   local function len_of(seq)
     if not lens[seq] then
       local at = seq - old_oldest
@@ -174,13 +203,18 @@ local function write_events(m, recs, events)
     local sid, nonce, payload = ev[1], ev[2], ev[3]
     local len = #payload
     local seq = m.head + 1
-    if seq - m.oldest >= m.cap then
+    -- Bounded by the head: whatever the byte count says, an empty window
+    -- has nothing left to evict (the script never loops).
+    if seq - m.oldest >= m.cap and m.oldest <= m.head then
       m.bytes = m.bytes - len_of(m.oldest)
       m.oldest = m.oldest + 1
     end
-    while m.bytes + len > m.budget do
+    while m.bytes + len > m.budget and m.oldest <= m.head do
       m.bytes = m.bytes - len_of(m.oldest)
       m.oldest = m.oldest + 1
+    end
+    if m.oldest > m.head then
+      m.bytes = 0
     end
     local r = recs[sid]
     local prev = r.high
@@ -199,8 +233,9 @@ local function write_events(m, recs, events)
   for sid, r in pairs(recs) do
     redis.call('HSET', S, sid, rec_str(r))
   end
-  if #added > 0 then
-    redis.call('RPUSH', B, unpack(added))
+  -- In chunks: Lua's unpack takes a few thousand values at most.
+  for k = 1, #added, 1000 do
+    redis.call('RPUSH', B, unpack(added, k, math.min(k + 999, #added)))
   end
   if m.oldest > old_oldest then
     redis.call('LTRIM', B, m.oldest - old_oldest, -1)
