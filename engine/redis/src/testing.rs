@@ -18,6 +18,21 @@ pub struct RedisServer {
     args: Vec<String>,
 }
 
+/// Runs one command (`args[0]` and its arguments) on the Redis at
+/// `127.0.0.1:port`, database 0, over a connection of its own.
+///
+/// # Panics
+/// When Redis cannot be reached or answers with an error.
+pub async fn command(port: u16, args: &[&str]) -> redis::Value {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/0")).expect("a loopback URL");
+    let mut c = client.get_multiplexed_async_connection().await.expect("Redis answers");
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.expect("the command succeeds")
+}
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

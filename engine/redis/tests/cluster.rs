@@ -44,16 +44,6 @@ fn one_session_per_master(cluster: &RedisCluster) -> BTreeMap<u16, SessionId> {
     by_master
 }
 
-async fn node_cmd(port: u16, args: &[&str]) -> redis::Value {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/0")).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(&mut c).await.unwrap()
-}
-
 /// Every store operation on sessions of every master, through one node's
 /// URL: create, streams, batches, delivery marks, an exact replay, a gap
 /// refusal, a rewritten check, tickets, delete; then the same after every
@@ -66,7 +56,7 @@ async fn every_operation_works_on_sessions_of_every_master() {
     for round in 0..2 {
         if round == 1 {
             for n in &cluster.nodes {
-                node_cmd(n.port, &["SCRIPT", "FLUSH"]).await;
+                gapless_redis::testing::command(n.port, &["SCRIPT", "FLUSH"]).await;
             }
         }
         for (master, id) in &sessions {
@@ -129,7 +119,11 @@ async fn every_operation_works_on_sessions_of_every_master() {
 async fn start_up_checks_every_master() {
     let cluster = RedisCluster::start(3);
     RedisStore::connect(&cluster.url(0), StoreConfig::default()).await.expect("noeviction everywhere");
-    node_cmd(cluster.nodes[2].port, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]).await;
+    gapless_redis::testing::command(
+        cluster.nodes[2].port,
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+    )
+    .await;
     for i in 0..2 {
         let e = RedisStore::connect(&cluster.url(i), StoreConfig::default()).await.unwrap_err();
         assert_eq!(e, StoreError::EvictionPolicy("allkeys-lru".into()), "through node {i}");
@@ -214,7 +208,7 @@ async fn the_notifier_moves_to_another_node() {
     // Announcements on the remaining nodes reach it.
     let survivor = cluster.nodes[2].port;
     let channel = format!("gapless:{{{id}}}:n");
-    node_cmd(survivor, &["PUBLISH", &channel, "x"]).await;
+    gapless_redis::testing::command(survivor, &["PUBLISH", &channel, "x"]).await;
     tokio::time::timeout(Duration::from_secs(2), watch.changed())
         .await
         .expect("an announcement after the move");

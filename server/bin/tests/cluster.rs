@@ -481,16 +481,6 @@ impl Switch {
     }
 }
 
-async fn redis_cmd(port: u16, args: &[&str]) -> redis::Value {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/0")).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(&mut c).await.unwrap()
-}
-
 /// A Redis primary with a replica. The replica lags (its replication link
 /// is cut: stopping the process would not do, the kernel would keep what
 /// the primary sent for it); the primary takes more events, which a client
@@ -513,7 +503,7 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
     let kept = kept.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let info = redis_cmd(replica.port, &["INFO", "replication"]).await;
+        let info = gapless_redis::testing::command(replica.port, &["INFO", "replication"]).await;
         let offset = |v: &redis::Value| match v {
             redis::Value::BulkString(b) => String::from_utf8_lossy(b)
                 .lines()
@@ -529,7 +519,7 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
                 .unwrap_or(0),
             _ => 0,
         };
-        let p = offset(&redis_cmd(primary.port, &["INFO", "replication"]).await);
+        let p = offset(&gapless_redis::testing::command(primary.port, &["INFO", "replication"]).await);
         if offset(&info) >= p && p > 0 {
             break;
         }
@@ -544,7 +534,7 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
     let lost = lost.unwrap();
     // The primary dies; the replica is promoted in its place.
     primary.kill();
-    redis_cmd(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
+    gapless_redis::testing::command(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
     switch.switch_to(replica.port);
     // The lost cursor, beyond the new primary's head.
     let deadline = Instant::now() + Duration::from_secs(15);
