@@ -345,12 +345,12 @@ live:
           seq = gseq[x];
           /* deliver.lua: refused if the store's event at seq has another nonce */
 #ifdef MARK_WITHOUT_NONCE
-          ok = true;
+          ok = true;                           /* seeded: no nonce compared */
 #else
           ok = (Pn[seq] == 0 || Pn[seq] == x);
+#endif
 #ifdef FIX_MARK_BEYOND_HEAD
           ok = ok && seq <= Phead;             /* finding 1's fix: beyond the head is lost too */
-#endif
 #endif
           if
           :: !ok -> ended = true; printf("MSC: client: mark seq %d refused (rewritten), stream ends\n", seq)
