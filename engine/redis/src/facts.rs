@@ -74,6 +74,8 @@ pub struct RedisFacts {
     window: Vec<(u64, StreamId, u64)>,
     /// The highest seq a node saw that the store no longer has.
     lost_up_to: u64,
+    /// The nonce of the event at the head, if retained.
+    head_check: Option<u64>,
 }
 
 /// What a granted resume replays: the events after `after` up to `to`
@@ -96,6 +98,10 @@ pub struct ReplayPlan {
     /// The incarnation decided on: a replay that finds another one (the
     /// session deleted and created again meanwhile) reads nothing of it.
     pub ns: Namespace,
+    /// The nonce of the event at `head` when decided: a replay, or a
+    /// replica going live after `head`, that finds another event there
+    /// follows a log a failover rewrote after the decision.
+    pub head_check: Option<u64>,
 }
 
 fn array(v: &Value) -> Result<&[Value], StoreError> {
@@ -113,7 +119,7 @@ fn opt_text(v: &Value) -> Result<Option<String>, StoreError> {
 /// Parses `lua/facts.lua`'s `ok` answer.
 /// `cursor` is the seq and stream the call asked about.
 pub(crate) fn parse(r: &[Value], cursor: Option<(Seq, StreamId)>) -> Result<RedisFacts, StoreError> {
-    if r.len() != 19 {
+    if r.len() != 20 {
         return Err(StoreError::Protocol(format!("facts answered {} items", r.len())));
     }
     let n = |i: usize| int(r.get(i));
@@ -169,6 +175,10 @@ pub(crate) fn parse(r: &[Value], cursor: Option<(Seq, StreamId)>) -> Result<Redi
         records,
         window,
         lost_up_to: int(r.get(18))?,
+        head_check: match r.get(19).map(text).transpose()? {
+            Some(h) if !h.is_empty() => Some(hex(r.get(19))?),
+            _ => None,
+        },
     })
 }
 
@@ -253,6 +263,7 @@ impl SessionFacts for RedisFacts {
                 head: Seq(self.head),
                 stream: Some(stream),
                 ns: self.ns,
+                head_check: self.head_check,
             }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
@@ -272,6 +283,7 @@ impl SessionFacts for RedisFacts {
                 head: Seq(self.head),
                 stream: None,
                 ns: self.ns,
+                head_check: self.head_check,
             }),
             Err(missing) => {
                 Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(self.oldest), missing })
@@ -287,6 +299,7 @@ impl SessionFacts for RedisFacts {
             head: Seq(self.head),
             stream: Some(stream),
             ns: self.ns,
+            head_check: self.head_check,
         }
     }
 

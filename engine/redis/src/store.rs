@@ -932,13 +932,23 @@ impl RedisStore {
         decide(&facts, req.cursor, target)
     }
 
+    /// The nonce of the event at `seq`, if the log holds it (one read, no
+    /// script).
+    pub async fn check_at(&self, id: &SessionId, seq: Seq) -> Result<Option<u64>, StoreError> {
+        let [_, log, ..] = session_keys(&self.config.prefix, id);
+        let at = format!("{}-0", seq.0);
+        let v: Value = self.cmd(redis::cmd("XRANGE").arg(&log).arg(&at).arg(&at)).await?;
+        Ok(log_events(&v)?.first().map(|e| e.check))
+    }
+
     /// Reads the events `plan` grants, in seq order. The log is read
     /// directly (no script): `XRANGE`s of `page` seqs each, up to
     /// [`REPLAY_CHUNKS`] of them in one `MULTI`/`EXEC` with the session's
     /// namespace, so one round trip reads up to `page * REPLAY_CHUNKS`
     /// seqs. Every seq of the range must be there, in the decided
-    /// incarnation: otherwise the window moved (or the session was
-    /// replaced) after the decision, and the answer is
+    /// incarnation, and the event at the decided head must carry the nonce
+    /// it had: otherwise the window moved, the session was replaced, or a
+    /// failover rewrote the log after the decision, and the answer is
     /// [`ReplayError::Moved`].
     pub async fn replay(
         &self,
@@ -953,6 +963,9 @@ impl RedisStore {
         while next <= plan.to.0 {
             let mut pipe = redis::pipe();
             pipe.atomic().cmd("HGET").arg(&meta).arg("ns");
+            // The event at the decided head, still the one decided on.
+            let h = plan.head.0;
+            pipe.cmd("XRANGE").arg(&log).arg(format!("{h}-0")).arg(format!("{h}-0"));
             let mut chunks = Vec::new();
             while chunks.len() < REPLAY_CHUNKS && next <= plan.to.0 {
                 let last = (next + page - 1).min(plan.to.0);
@@ -968,7 +981,13 @@ impl RedisStore {
             if ns != plan.ns.0 {
                 return Err(ReplayError::Moved);
             }
-            for ((first, last), entries) in chunks.into_iter().zip(&r[1..]) {
+            if let Some(check) = plan.head_check {
+                let at_head = r.get(1).map(log_events).transpose()?.unwrap_or_default();
+                if at_head.first().map(|e| e.check) != Some(check) {
+                    return Err(ReplayError::Moved); // a failover rewrote the log since
+                }
+            }
+            for ((first, last), entries) in chunks.into_iter().zip(&r[2..]) {
                 let mut want = first;
                 for e in log_events(entries)? {
                     if e.seq.0 != want {

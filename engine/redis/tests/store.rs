@@ -127,6 +127,7 @@ async fn two_writers_get_dense_unique_seqs() {
         head: Seq(2000),
         stream: None,
         ns,
+        head_check: None,
     };
     let events = a.replay(&id, &plan, 333).await.unwrap();
     assert_eq!(events.len(), 2000);
@@ -533,4 +534,35 @@ async fn a_batch_of_ten_thousand_events_is_one_append() {
     let got = s.append(&id, &batch).await.unwrap();
     assert_eq!(got.last().unwrap().seq, Seq(10_000));
     assert_eq!(s.append(&id, &[ev(1, "next")]).await.unwrap()[0].seq, Seq(10_001));
+}
+
+/// A failover between a resume's decision and its replay: the store's log
+/// now has other events at the same seqs (after the cursor), in the same
+/// incarnation. The replay checks the decided head's nonce and answers
+/// `Moved` (decide again, which then refuses by name), never the other
+/// events.
+#[tokio::test]
+async fn a_replay_after_a_failover_rewrote_the_decided_head_is_moved() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let id = SessionId::random();
+    let sess = s.create(id, None).await.unwrap();
+    let first = s.append(&id, &[ev(1, "a")]).await.unwrap()[0];
+    s.mark_all_delivered(&id, StreamId(1)).await.unwrap();
+    let replica = snapshot(&mut c, &id).await; // the replica has event 1 only
+    s.append(&id, &[ev(1, "b"), ev(1, "c")]).await.unwrap();
+    let cursor = EventId::new(sess.ns, StreamId(1), first.seq).with_check(first.check).to_string();
+    let d = s.resume(ResumeRequest::new(&id.to_string()).cursor(&cursor), Target::Stream).await.unwrap();
+    assert_eq!(d.replay.head, Seq(3));
+    let decided = s.check_at(&id, Seq(3)).await.unwrap();
+    assert_eq!(d.replay.head_check, decided, "the plan keeps the head's nonce");
+    assert!(decided.is_some());
+    // Failover, then new events reuse seqs 2 and 3.
+    restore(&mut c, &replica).await;
+    s.append(&id, &[ev(1, "B"), ev(1, "C")]).await.unwrap();
+    assert_eq!(s.replay(&id, &d.replay, 1000).await, Err(gapless_redis::ReplayError::Moved));
+    let now = s.check_at(&id, Seq(3)).await.unwrap();
+    assert!(now.is_some() && now != decided, "what a node rechecks before going live: another event");
+    assert_eq!(s.check_at(&id, Seq(9)).await.unwrap(), None);
 }

@@ -52,6 +52,20 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result
             .retry_after(1),
         ));
     }
+    if let Some(check) = plan.head_check {
+        // The replica goes on live after the decided head, now that it has
+        // applied the log up to there. A failover between the decision and
+        // now can have given the replica, which lagged, a rewritten log
+        // whose events do not follow the cursor: the store's event at the
+        // decided head is then another, and the request is decided again
+        // (the store's nonces then refuse the cursor by name). A failover
+        // after this check is the follower's to find (its stale checks).
+        match c.store.check_at(&id, plan.head).await {
+            Ok(Some(now)) if now == check => {}
+            Ok(_) => return Err(None),
+            Err(e) => return Err(Some(ApiError::store_unavailable(&e))),
+        }
+    }
     let live = match plan.stream {
         Some(stream) => conn.session.subscribe_stream(stream, plan.to),
         None => Subscription::after(conn.session.reader(), plan.to),

@@ -8,7 +8,8 @@
 -- has seen (0 for none; above the store's, see note_seen).
 -- Answers {'unknown'} or
 -- {'ok', ns, head, oldest, opened, ru, q_stream, q_nonce, o_stream, o_nonce,
---  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window, q, rw}
+--  rec_s, tomb_s, fr_seq, fr_index, fr_prev, recs, window, q, rw, h_nonce}
+-- (h_nonce: the nonce of the event at the head, '' for none)
 -- where a stream of 0, an empty string and fr_seq 0 mean "none"; recs is
 -- {id, record, ...} (session mode), window is {seq, stream, prev, ...}
 -- (session mode, only when some stream has undelivered events).
@@ -95,5 +96,6 @@ elseif mode == 'session' then
     end
   end
 end
+local _, h_nonce = entry_of(m.head)
 return { 'ok', m.ns, m.head, m.oldest, m.opened, m.ru, q_stream, q_nonce, o_stream, o_nonce, rec_s, tomb_s,
-  fr_seq, fr_index, fr_prev, recs, window, q, m.rw }
+  fr_seq, fr_index, fr_prev, recs, window, q, m.rw, h_nonce }
