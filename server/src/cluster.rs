@@ -84,24 +84,18 @@ impl KeyedLock {
 
 /// The check, the index in its stream, and the payload of a replica event.
 pub(crate) fn unwrap(payload: &Bytes) -> (u64, u64, Bytes) {
-    if payload.len() < PREFIX {
+    match position(payload) {
+        Some((check, index)) => (check, index, payload.slice(PREFIX..)),
         // Never written by a follower; shown as it is.
-        return (0, 0, payload.clone());
+        None => (0, 0, payload.clone()),
     }
-    let (check, index) = position(payload);
-    (check, index, payload.slice(PREFIX..))
 }
 
-/// The check and the index in its stream of a replica event (`(0, 0)` for
-/// one no follower wrote).
-pub(crate) fn position(payload: &[u8]) -> (u64, u64) {
-    match (payload.get(..8), payload.get(8..PREFIX)) {
-        (Some(c), Some(i)) => (
-            u64::from_le_bytes(c.try_into().expect("8 bytes")),
-            u64::from_le_bytes(i.try_into().expect("8 bytes")),
-        ),
-        _ => (0, 0),
-    }
+/// The check and the index in its stream of a replica event (`None` for one
+/// no follower wrote).
+pub(crate) fn position(payload: &[u8]) -> Option<(u64, u64)> {
+    let (c, i) = (payload.get(..8)?, payload.get(8..PREFIX)?);
+    Some((u64::from_le_bytes(c.try_into().ok()?), u64::from_le_bytes(i.try_into().ok()?)))
 }
 
 /// The store and this node's followers.

@@ -352,8 +352,10 @@ impl Conn {
         e: &gapless::Event,
     ) -> Option<futures_util::future::BoxFuture<'static, Result<bool, gapless_redis::StoreError>>> {
         let c = Arc::clone(self.cluster.as_ref()?);
-        let (check, index) = crate::cluster::position(&e.payload);
-        let check = (e.payload.len() >= crate::cluster::PREFIX).then_some(check);
+        let (check, index) = match crate::cluster::position(&e.payload) {
+            Some((check, index)) => (Some(check), index),
+            None => (None, 0),
+        };
         let (id, stream, seq) = (self.session.id(), e.stream, e.seq);
         Some(Box::pin(async move { c.store.mark_delivered(&id, stream, seq, index, check).await }))
     }

@@ -17,10 +17,7 @@ fn now_ms() -> u64 {
 impl RedisStore {
     pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> Result<T, StoreError> {
         let mut c = self.conn.clone();
-        tokio::time::timeout(self.config.timeout, cmd.query_async(&mut c))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
-            .map_err(StoreError::from)
+        self.bounded(cmd.query_async(&mut c)).await
     }
 
     pub(crate) async fn cmd_pipe<T: redis::FromRedisValue>(
@@ -28,10 +25,7 @@ impl RedisStore {
         pipe: &redis::Pipeline,
     ) -> Result<T, StoreError> {
         let mut c = self.conn.clone();
-        tokio::time::timeout(self.config.timeout, pipe.query_async(&mut c))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
-            .map_err(StoreError::from)
+        self.bounded(pipe.query_async(&mut c)).await
     }
 
     /// Renews node `node`'s lease for `ttl` (call it several times per `ttl`).
@@ -118,9 +112,7 @@ impl RedisStore {
     /// hands it to its bus receivers).
     pub async fn publish_bus(&self, msg: &[u8]) -> Result<(), StoreError> {
         let mut c = self.conn.clone();
-        let _: i64 = tokio::time::timeout(self.config.timeout, c.publish(bus(&self.config.prefix), msg))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        let _: i64 = self.bounded(c.publish(bus(&self.config.prefix), msg)).await?;
         Ok(())
     }
 }

@@ -356,6 +356,18 @@ impl RedisStore {
         &self.config
     }
 
+    /// One request, bounded by the store's timeout: no answer in time is
+    /// [`StoreError::Unavailable`], like a failed connection.
+    pub(crate) async fn bounded<T>(
+        &self,
+        request: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.config.timeout, request)
+            .await
+            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
+            .map_err(StoreError::from)
+    }
+
     pub(crate) async fn call(
         &self,
         script: &Script,
@@ -382,9 +394,7 @@ impl RedisStore {
             inv.arg(*a);
         }
         let mut c = self.conn.clone();
-        let v: Value = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        let v: Value = self.bounded(inv.invoke_async(&mut c)).await?;
         let items = match v {
             Value::Array(items) => items,
             other => return Err(StoreError::Protocol(format!("a script answered {other:?}"))),
@@ -705,9 +715,7 @@ impl RedisStore {
         let mut inv = self.scripts.lease_take.key(key);
         inv.arg(holder).arg(ms(ttl));
         let mut c = self.conn.clone();
-        let v: i64 = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        let v: i64 = self.bounded(inv.invoke_async(&mut c)).await?;
         Ok(v == 1)
     }
 
@@ -717,9 +725,7 @@ impl RedisStore {
         let mut inv = self.scripts.lease_drop.key(key);
         inv.arg(holder);
         let mut c = self.conn.clone();
-        let _: i64 = tokio::time::timeout(self.config.timeout, inv.invoke_async(&mut c))
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))??;
+        let _: i64 = self.bounded(inv.invoke_async(&mut c)).await?;
         Ok(())
     }
 
