@@ -33,6 +33,11 @@ pub async fn command(port: u16, args: &[&str]) -> redis::Value {
     cmd.query_async(&mut c).await.expect("the command succeeds")
 }
 
+/// Every test server's arguments: loopback only, no persistence, and the
+/// eviction policy the store requires.
+const BASE: [&str; 8] =
+    ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"];
+
 /// A port nobody listens on now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -49,21 +54,27 @@ impl RedisServer {
     /// When `redis-server` is not installed (`scripts/setup.sh` installs
     /// it) or does not answer within 10 s.
     pub fn start(extra: &[&str]) -> RedisServer {
+        let args: Vec<String> = BASE.iter().chain(extra).map(|s| s.to_string()).collect();
+        // A free port may be taken by another test between `free_port` and
+        // the bind (then this child exits): try another.
+        (0..5)
+            .find_map(|_| Self::try_start(&args))
+            .unwrap_or_else(|| panic!("redis-server could not bind a free port in 5 tries"))
+    }
+
+    /// One try of [`RedisServer::start`] on a fresh free port.
+    fn try_start(args: &[String]) -> Option<RedisServer> {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("gapless-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let mut args: Vec<String> =
-            ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let mut s = RedisServer { child: None, port, dir, args };
-        s.spawn();
-        s
+        let mut s = RedisServer { child: None, port, dir, args: args.to_vec() };
+        s.spawn().then_some(s)
     }
 
-    fn spawn(&mut self) {
+    /// Starts the child on `self.port`; `false` if it exited (the port was
+    /// taken). Only this child's answer counts: another process listening
+    /// on the port is told apart by its process id.
+    fn spawn(&mut self) -> bool {
         let child = Command::new("redis-server")
             .arg("--port")
             .arg(self.port.to_string())
@@ -74,9 +85,21 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server is installed (scripts/setup.sh installs it)");
+        let mine = format!("process_id:{}", child.id());
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    self.child = None;
+                    return false;
+                }
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && cli(self.port, &["INFO", "server"]).lines().any(|l| l.trim() == mine)
+            {
+                return true;
+            }
             assert!(Instant::now() < deadline, "redis-server on port {} did not start", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -103,7 +126,7 @@ impl RedisServer {
     /// Starts it again on the same port (empty: nothing is persisted).
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        assert!(self.spawn(), "port {} was taken while redis-server was down", self.port);
     }
 }
 
@@ -134,18 +157,25 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters)
             .map(|_| {
                 // The cluster bus port is set explicitly: the default, port
-                // + 10000, may be taken or beyond 65535.
-                let bus = free_port().to_string();
-                RedisServer::start(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    &bus,
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                // + 10000, may be taken or beyond 65535. Each try takes
+                // fresh ports for both.
+                (0..5)
+                    .find_map(|_| {
+                        let bus = free_port().to_string();
+                        let cluster = [
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-port",
+                            &bus,
+                            "--cluster-config-file",
+                            "nodes.conf",
+                            "--cluster-node-timeout",
+                            "2000",
+                        ];
+                        let args: Vec<String> = BASE.iter().chain(&cluster).map(|s| s.to_string()).collect();
+                        RedisServer::try_start(&args)
+                    })
+                    .expect("a cluster node could bind free ports in 5 tries")
             })
             .collect();
         let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
