@@ -16,6 +16,12 @@ pub(crate) fn append_guard(prefix: &str, id: &SessionId, queue: &str) -> String 
     format!("{prefix}{{{id}}}:q:{queue}")
 }
 
+/// The key of the marker write after a session's durable write
+/// (`durable.rs`; in the session's hash slot, expiring on its own).
+pub(crate) fn marker(prefix: &str, id: &SessionId) -> String {
+    format!("{prefix}{{{id}}}:w")
+}
+
 /// A migration ticket's index entry: the session it belongs to.
 pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
     format!("{prefix}ticket:{ticket}")

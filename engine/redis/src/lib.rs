@@ -33,6 +33,7 @@
 
 mod appender;
 mod conn;
+mod durable;
 mod facts;
 mod keys;
 mod nodes;

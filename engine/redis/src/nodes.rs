@@ -4,8 +4,9 @@
 //! dead node left open with an explicit error and ends its stream, in one
 //! script per request ([`RedisStore::reap`]).
 
+use crate::durable::Write;
 use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock};
-use crate::store::{random_u64, text, RedisStore, StoreError};
+use crate::store::{Orphaned, RedisStore, StoreError};
 use gapless::{SessionId, StreamId};
 use redis::AsyncCommands as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -45,8 +46,13 @@ impl RedisStore {
         stream: StreamId,
         request_id: &str,
     ) -> Result<(), StoreError> {
-        let key = node_requests(&self.config.prefix, node);
-        self.cmd(redis::cmd("HSET").arg(key).arg(format!("{id}|{}", stream.0)).arg(request_id)).await
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(node_requests(&self.config.prefix, node)).arg(format!("{id}|{}", stream.0)).arg(request_id);
+        let add = |p: &mut redis::Pipeline| {
+            p.add_command(cmd.clone());
+        };
+        // HSET is replicated even when it changes nothing: no marker.
+        self.durably(&Write { add: &add, script: None, marker: None }).await.map(drop)
     }
 
     /// Forgets a request registered with [`RedisStore::register_request`]
@@ -89,16 +95,11 @@ impl RedisStore {
                     continue;
                 };
                 let payload = answer(&request_id);
-                let nonce = format!("{:016x}", random_u64());
-                let r = self
-                    .call(
-                        &self.scripts.orphan,
-                        &sid,
-                        &[stream.to_string().as_bytes(), nonce.as_bytes(), &payload],
-                    )
-                    .await?;
-                if text(&r[0])? == "ok" {
-                    answered += 1;
+                // Safe from a failover before the HDEL below (`durable.rs`).
+                match self.orphan(&sid, StreamId(stream), &payload).await {
+                    Ok(Orphaned::Wrote) => answered += 1,
+                    Ok(Orphaned::Done | Orphaned::TooLarge) | Err(StoreError::UnknownSession) => {}
+                    Err(e) => return Err(e),
                 }
                 self.cmd::<()>(redis::cmd("HDEL").arg(node_requests(&p, node)).arg(&field)).await?;
             }

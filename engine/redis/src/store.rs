@@ -1,6 +1,7 @@
 //! The store: connection, start-up checks, and one method per script.
 
 use crate::conn::Conn;
+use crate::durable::Write;
 use crate::facts::{self, RedisFacts, ReplayPlan};
 use crate::keys::session_keys;
 use crate::scripts::Scripts;
@@ -286,6 +287,17 @@ pub struct StoredEvent {
     pub payload: Bytes,
 }
 
+/// What `orphan.lua` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Orphaned {
+    /// It wrote the answer and ended the stream.
+    Wrote,
+    /// The stream had ended (or its record is gone): nothing written.
+    Done,
+    /// The answer exceeds the session's byte budget: nothing written.
+    TooLarge,
+}
+
 /// The Redis Streams store, on a plain Redis or a Redis Cluster. Cloning
 /// is cheap (one multiplexed connection per Redis node, re-established in
 /// the background when it drops).
@@ -294,6 +306,7 @@ pub struct RedisStore {
     pub(crate) conn: Conn,
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
+    pub(crate) replicated: Arc<crate::durable::Replicated>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -305,6 +318,22 @@ impl fmt::Debug for RedisStore {
 /// Reads the `maxmemory_policy` line of `INFO memory`.
 fn eviction_policy(info: &str) -> Option<&str> {
     info.lines().find_map(|l| l.strip_prefix("maxmemory_policy:")).map(str::trim)
+}
+
+/// A script's answer as its items, status first; `corrupt` (a key of
+/// another type) as [`StoreError::Corrupt`].
+pub(crate) fn script_items(v: Value) -> Result<Vec<Value>, StoreError> {
+    let items = match v {
+        Value::Array(items) => items,
+        other => return Err(StoreError::Protocol(format!("a script answered {other:?}"))),
+    };
+    match items.first().map(text) {
+        Some(Ok(s)) if s == "corrupt" => {
+            Err(StoreError::Corrupt { key: items.get(1).map(text).transpose()?.unwrap_or_default() })
+        }
+        Some(Ok(_)) => Ok(items),
+        _ => Err(StoreError::Protocol("a script answered without a status".into())),
+    }
 }
 
 impl RedisStore {
@@ -319,7 +348,12 @@ impl RedisStore {
     /// cluster has only database 0: another `DB` is [`StoreError::BadUrl`].
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, StoreError> {
         let conn = Conn::open(url, config.timeout).await?;
-        let store = RedisStore { conn, config: Arc::new(config), scripts: Arc::new(Scripts::new()) };
+        let store = RedisStore {
+            conn,
+            config: Arc::new(config),
+            scripts: Arc::new(Scripts::new()),
+            replicated: Arc::default(),
+        };
         store.check_policy().await?;
         let mut c = store.conn.clone();
         for s in store.scripts.all() {
@@ -394,18 +428,19 @@ impl RedisStore {
             inv.arg(*a);
         }
         let mut c = self.conn.clone();
-        let v: Value = self.bounded(inv.invoke_async(&mut c)).await?;
-        let items = match v {
-            Value::Array(items) => items,
-            other => return Err(StoreError::Protocol(format!("a script answered {other:?}"))),
-        };
-        match items.first().map(text) {
-            Some(Ok(s)) if s == "corrupt" => {
-                Err(StoreError::Corrupt { key: items.get(1).map(text).transpose()?.unwrap_or_default() })
-            }
-            Some(Ok(_)) => Ok(items),
-            _ => Err(StoreError::Protocol("a script answered without a status".into())),
+        script_items(self.bounded(inv.invoke_async(&mut c)).await?)
+    }
+
+    /// A call of `script` on session `id`'s keys as one command
+    /// (`EVALSHA`), for a pipeline ([`RedisStore::durably`]).
+    pub(crate) fn script_cmd(&self, script: &Script, id: &SessionId, args: &[&[u8]]) -> redis::Cmd {
+        let keys = session_keys(&self.config.prefix, id);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len()).arg(&keys[..]);
+        for a in args {
+            cmd.arg(*a);
         }
+        cmd
     }
 
     /// Creates a session under `id` (replacing any incarnation under it),
@@ -567,16 +602,47 @@ impl RedisStore {
     /// and `Ok(false)`): retrying after a timeout, or racing the reaper of a
     /// node thought dead, never answers twice.
     pub async fn answer(&self, id: &SessionId, stream: StreamId, payload: &[u8]) -> Result<bool, StoreError> {
-        let nonce = format!("{:016x}", random_u64());
-        let r = self
-            .call(&self.scripts.orphan, id, &[stream.0.to_string().as_bytes(), nonce.as_bytes(), payload])
-            .await?;
-        match text(&r[0])?.as_str() {
-            "ok" => Ok(true),
-            "done" => Ok(false),
-            "too_large" => Err(StoreError::Protocol("the answer exceeds the session's byte budget".into())),
-            _ => Err(StoreError::UnknownSession),
+        match self.orphan(id, stream, payload).await? {
+            Orphaned::Wrote => Ok(true),
+            Orphaned::Done => Ok(false),
+            Orphaned::TooLarge => {
+                Err(StoreError::Protocol("the answer exceeds the session's byte budget".into()))
+            }
         }
+    }
+
+    /// `orphan.lua` (the answer and the stream's end, unless it ended),
+    /// safe from a failover (`durable.rs`).
+    pub(crate) async fn orphan(
+        &self,
+        id: &SessionId,
+        stream: StreamId,
+        payload: &[u8],
+    ) -> Result<Orphaned, StoreError> {
+        let nonce = format!("{:016x}", random_u64());
+        let s = stream.0.to_string();
+        let cmd = self.script_cmd(&self.scripts.orphan, id, &[s.as_bytes(), nonce.as_bytes(), payload]);
+        let add = |p: &mut redis::Pipeline| {
+            p.add_command(cmd.clone());
+        };
+        let w = Write {
+            add: &add,
+            script: Some(&self.scripts.orphan),
+            marker: Some(crate::keys::marker(&self.config.prefix, id)),
+        };
+        // A try after the first finds what an earlier one wrote ("done"),
+        // unless a failover lost it.
+        let mut outcome = None;
+        for answer in self.durably(&w).await? {
+            let items = script_items(answer)?;
+            outcome = match (outcome, text(&items[0])?.as_str()) {
+                (Some(Orphaned::Wrote), _) | (_, "ok") => Some(Orphaned::Wrote),
+                (_, "done") => Some(Orphaned::Done),
+                (_, "too_large") => Some(Orphaned::TooLarge),
+                _ => return Err(StoreError::UnknownSession),
+            };
+        }
+        outcome.ok_or_else(|| StoreError::Protocol("no answer from orphan.lua".into()))
     }
 
     /// Appends a batch of events in one script call: seqs dense and in
