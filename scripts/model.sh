@@ -21,9 +21,8 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp docs/model/cluster.pml "$work/"
-# The fixes of the findings (README.md, "What spin found"): the first and the
-# third are in the code (their runs below check the code as it was before);
-# the second is not in the code yet.
+# The fixes of the findings (README.md, "What spin found"): all three are in
+# the code (their runs below check the code as it was before each).
 fixes="-DFIX_MARK_BEYOND_HEAD -DFIX_WAIT -DFIX_HANDOFF_CHECK"
 
 # run NAME EXPECT(pass|fail) DEFINES...

@@ -200,7 +200,7 @@ inline replicate() {
   dirty = false
 }
 
-/* FIX_WAIT (finding 2's fix, not in the code): the write is acknowledged
+/* FIX_WAIT (finding 2's fix; in the code: durable.rs): the write is acknowledged
  * only once the replica has it (Redis WAIT 1 succeeded). */
 #ifdef FIX_WAIT
 #define waited() replicate()

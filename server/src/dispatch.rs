@@ -62,7 +62,11 @@ pub(crate) type Reply = Option<oneshot::Sender<Value>>;
 /// one. In cluster mode the answer and the end are one idempotent step in
 /// the store, retried while the store is down (a response never stored
 /// would leave the stream without an end) until the client-request timeout.
-async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, reply: Reply) {
+/// Returns `false` when, in cluster mode, the response could not be
+/// stored before the client-request timeout (the request's registration
+/// then stays, so that the reaper answers it if this node dies).
+async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, reply: Reply) -> bool {
+    let mut stored = true;
     if conn.cluster.is_some() && own {
         let deadline = tokio::time::Instant::now() + conn.config.client_request_timeout;
         loop {
@@ -70,6 +74,11 @@ async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, repl
                 Err(crate::host::SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
                     tracing::warn!(session = ?conn.session.id(), error = %e, "response not stored yet; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(crate::host::SendError::Refused(e)) => {
+                    tracing::error!(session = ?conn.session.id(), error = %e, "response not stored; giving up");
+                    stored = false;
+                    break;
                 }
                 _ => break,
             }
@@ -83,6 +92,7 @@ async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, repl
     if let Some(tx) = reply {
         let _ = tx.send(msg);
     }
+    stored
 }
 
 /// Which stream a request's events go on.
@@ -148,7 +158,9 @@ pub(crate) async fn start_request(
             if let Err(e) = &r {
                 tracing::warn!(session = ?conn.session.id(), error = %e, "request not registered in the store");
             }
-            r.is_ok()
+            // Even a failed registration may have reached the primary (a
+            // write no replica acknowledged): forget it when done.
+            true
         }
         _ => false,
     };
@@ -179,15 +191,13 @@ pub(crate) async fn start_request(
                 }
             }
         };
-        match outcome {
+        let stored = match outcome {
             Some(outcome) => respond(&conn, &stream, own, jsonrpc::response(&id, outcome), reply).await,
-            None if own => {
-                let _ = conn.end_stream(&stream).await;
-            }
-            None => {}
-        }
+            None if own => conn.end_stream(&stream).await.is_ok(),
+            None => true,
+        };
         conn.finish_request(&id);
-        if let (true, Some(c)) = (registered, &conn.cluster) {
+        if let (true, true, Some(c)) = (registered, stored, &conn.cluster) {
             let _ = c.store.finish_request(&c.node, &conn.session.id(), stream.id()).await;
         }
     });

@@ -481,6 +481,33 @@ impl Switch {
     }
 }
 
+/// Waits until the replica on `replica` has everything the primary on
+/// `primary` wrote so far.
+async fn until_caught_up(primary: u16, replica: u16) {
+    let offset = |v: &redis::Value, field: &str| {
+        let text = match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text.clone(),
+            _ => String::new(),
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|x| x.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = gapless_redis::testing::command(replica, &["INFO", "replication"]).await;
+        let p = gapless_redis::testing::command(primary, &["INFO", "replication"]).await;
+        let p = offset(&p, "master_repl_offset:");
+        if offset(&r, "slave_repl_offset:") >= p && p > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the replica did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A Redis primary with a replica. The replica lags (its replication link
 /// is cut: stopping the process would not do, the kernel would keep what
 /// the primary sent for it); the primary takes more events, which a client
@@ -501,31 +528,7 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
     let r = call(&a.url, &sid, 1, json!({"count": 10})).await;
     drain(&mut SseReader::new(r), &mut seqs, &mut kept).await.expect("result");
     let kept = kept.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let info = gapless_redis::testing::command(replica.port, &["INFO", "replication"]).await;
-        let offset = |v: &redis::Value| match v {
-            redis::Value::BulkString(b) => String::from_utf8_lossy(b)
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("slave_repl_offset:").or_else(|| l.strip_prefix("master_repl_offset:"))
-                })
-                .and_then(|x| x.trim().parse::<u64>().ok())
-                .unwrap_or(0),
-            redis::Value::VerbatimString { text, .. } => text
-                .lines()
-                .find_map(|l| l.strip_prefix("slave_repl_offset:"))
-                .and_then(|x| x.trim().parse::<u64>().ok())
-                .unwrap_or(0),
-            _ => 0,
-        };
-        let p = offset(&gapless_redis::testing::command(primary.port, &["INFO", "replication"]).await);
-        if offset(&info) >= p && p > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the replica did not catch up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_caught_up(primary.port, replica.port).await;
     // The replica lags: batch 2 reaches the primary only.
     link.switch_to(free_port());
     let (mut seqs2, mut lost) = (vec![], None);
@@ -573,6 +576,83 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
     for node in [&a, &b] {
         expect_error(get(&node.url, &sid, Some(&lost)).await, 409, "history_rewritten").await;
     }
+}
+
+/// A failover must not lose a request's answer once the node counted it
+/// written (the protocol model's finding 2, `docs/model/README.md`). The
+/// request is registered and primed while the replica keeps up; then the
+/// replica's link is cut, the tool answers (on the primary only), the
+/// primary dies and the replica is promoted. The node is alive, so no
+/// reaper answers for it: a client resuming the request's stream must
+/// still get its answer (the node writes it again on the new primary, as it
+/// never had a replica's acknowledgement), not an open stream forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_a_failover_lost_is_written_again() {
+    let mut primary = RedisServer::start(&[]);
+    let link = Switch::start(primary.port).await;
+    let replica_of = link.port.to_string();
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &replica_of]);
+    let switch = Switch::start(primary.port).await;
+    let a = Node::start(&switch.url(), &[]);
+    let sid = initialize(&a.url).await;
+    // Its events go to the standalone stream: the request's own stream
+    // holds its priming event and, after about 5 s, its answer.
+    let r = call(&a.url, &sid, 1, json!({"count": 2, "interval_ms": 5000, "target": "standalone"})).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let primed = sse.next().await.and_then(|e| e.id).expect("the priming event");
+    drop(sse);
+    until_caught_up(primary.port, replica.port).await;
+    // The replica lags from here on: the answer reaches the primary only.
+    link.switch_to(free_port());
+    // It has the request's registration, and the request is still running.
+    let registered = |port| async move {
+        match gapless_redis::testing::command(port, &["KEYS", "gapless:node:*:requests"]).await {
+            redis::Value::Array(keys) => !keys.is_empty(),
+            other => panic!("KEYS answered {other:?}"),
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(registered(replica.port).await, "the replica has the registration");
+    assert!(registered(primary.port).await, "the request is still running");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = get(&a.url, &sid, Some(&primed)).await;
+        assert_eq!(r.status(), 200, "a resume before the failover");
+        let (mut seqs, mut last) = (vec![], None);
+        let mut sse = SseReader::new(r);
+        if let Ok(Some(_)) =
+            tokio::time::timeout(Duration::from_secs(1), drain(&mut sse, &mut seqs, &mut last)).await
+        {
+            break; // the answer is on the primary
+        }
+        assert!(Instant::now() < deadline, "no answer on the primary");
+    }
+    // The primary dies; the replica, which never got the answer, is
+    // promoted in its place.
+    primary.kill();
+    gapless_redis::testing::command(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
+    switch.switch_to(replica.port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let result = loop {
+        let r = get(&a.url, &sid, Some(&primed)).await;
+        if r.status() == 200 {
+            let (mut seqs, mut last) = (vec![], None);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut sse = SseReader::new(r);
+            match tokio::time::timeout(left, drain(&mut sse, &mut seqs, &mut last)).await {
+                Ok(Some(result)) => break result,
+                Ok(None) => {} // the stale replica's stream ended: resume again
+                Err(_) => panic!("the request's stream stayed open without its answer after the failover"),
+            }
+        } else {
+            assert!(r.status() == 503 || r.status() == 404, "while failing over: {}", r.status());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(Instant::now() < deadline, "no answer after the failover");
+    };
+    assert_eq!(result["id"], json!(1), "{result}");
+    assert_eq!(result["result"]["content"][0]["text"], json!("emitted 2"), "{result}");
 }
 
 /// A WebSocket migration with its upgrade on one node and its socket on
