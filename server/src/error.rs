@@ -187,6 +187,9 @@ impl IntoResponse for ApiError {
         if matches!(self.kind, ErrorKind::RequestTimeout | ErrorKind::PayloadTooLarge) {
             r.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
         }
+        // For the operator's counts (`observe.rs`), which read it from the
+        // response.
+        r.extensions_mut().insert(self);
         r
     }
 }

@@ -72,6 +72,7 @@ pub mod host;
 mod http;
 mod identity;
 pub mod jsonrpc;
+mod observe;
 mod serve;
 mod state;
 
@@ -80,6 +81,7 @@ pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
 pub use identity::{CallerIdentity, IdentityFn};
 pub use jsonrpc::RpcError;
+pub use observe::ObserveAccess;
 pub use serve::ServeConfig;
 
 use axum::Router;
@@ -96,6 +98,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone)]
 pub struct McpServer {
     state: Arc<AppState>,
+    /// Every metric, with the sessions read at scrape time.
+    registry: Arc<prometheus_client::registry::Registry>,
 }
 
 impl fmt::Debug for McpServer {
@@ -224,11 +228,13 @@ impl McpServerBuilder {
             fairness,
             path,
             cluster,
+            metrics: Arc::new(observe::Metrics::new()),
         });
+        let registry = Arc::new(state.metrics.registry(Arc::downgrade(&state)));
         if let Some(c) = &state.cluster {
             c.start(Arc::downgrade(&state), state.shutdown.clone());
         }
-        Ok(McpServer { state })
+        Ok(McpServer { state, registry })
     }
 }
 
@@ -279,6 +285,23 @@ impl McpServer {
     /// and `P/ws`, each behind the request checks. It has no fallback.
     pub fn router(&self) -> Router {
         http::router(&self.state)
+    }
+
+    /// The operator's metrics in the OpenMetrics text format
+    /// (`docs/SPEC.md` §9): what [`McpServer::metrics_router`] serves.
+    pub fn metrics_text(&self) -> String {
+        observe::text(&self.registry)
+    }
+
+    /// A router serving the metrics at `path` (`GET`), to whom `access`
+    /// admits: merge it into the application's router, or serve it on a
+    /// listener of its own. The peer's address comes from the
+    /// `ConnectInfo<SocketAddr>` request extension ([`McpServer::serve`]
+    /// sets it); without it, [`ObserveAccess::Loopback`] refuses.
+    pub fn metrics_router(&self, path: &str, access: ObserveAccess) -> Router {
+        Router::new()
+            .route(path, axum::routing::any(observe::serve_metrics))
+            .with_state((Arc::clone(&self.registry), Arc::new(access)))
     }
 
     /// Ends every open stream (call on shutdown, before the server drains).

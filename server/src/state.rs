@@ -39,6 +39,8 @@ pub(crate) struct AppState {
     pub(crate) path: String,
     /// The cluster's store, in cluster mode (`docs/SPEC.md` §8).
     pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// What the operator's metrics count (`observe.rs`).
+    pub(crate) metrics: Arc<crate::observe::Metrics>,
 }
 
 impl AppState {
@@ -81,15 +83,7 @@ impl AppState {
         }
         match cluster.attach(&self.hub, sid, owner, self.on_gone()).await {
             Ok(Some((session, version))) => {
-                let conn = Arc::new(Conn::new(
-                    session,
-                    Arc::clone(&self.hub),
-                    Arc::clone(&self.config),
-                    version,
-                    &self.shutdown,
-                    None,
-                    Some(Arc::clone(cluster)),
-                ));
+                let conn = Arc::new(Conn::new(self, session, version, None, Some(Arc::clone(cluster))));
                 self.insert(Arc::clone(&conn));
                 Ok(Some(conn))
             }
@@ -115,7 +109,7 @@ impl AppState {
 
     /// Drops transport state of sessions the hub no longer has.
     pub(crate) fn sweep(&self) {
-        self.hub.sweep_idle();
+        self.metrics.sessions_expired.inc_by(self.hub.sweep_idle() as u64);
         let dead: Vec<Arc<Conn>> = {
             let mut conns = lock(&self.conns);
             let ids: Vec<SessionId> =
@@ -123,6 +117,7 @@ impl AppState {
             ids.iter().filter_map(|id| conns.remove(id)).collect()
         };
         for c in dead {
+            self.metrics.departed(&c.published, c.evicted());
             c.close();
         }
     }
@@ -130,6 +125,7 @@ impl AppState {
     pub(crate) fn remove(&self, id: &SessionId) {
         self.hub.remove(id);
         if let Some(c) = lock(&self.conns).remove(id) {
+            self.metrics.departed(&c.published, c.evicted());
             c.close();
         }
     }
@@ -188,22 +184,31 @@ pub(crate) struct Conn {
     /// Cluster mode: the session's append queue, so that concurrent
     /// publishes share script calls (`docs/SPEC.md` §8.8).
     appender: Option<gapless_redis::Appender>,
+    /// This session's publish counts (`observe.rs`).
+    pub(crate) published: crate::observe::Published,
+    /// The ring's oldest seq when this state was made: what is evicted
+    /// since is `oldest - start`.
+    start: u64,
+    /// The server's metrics.
+    pub(crate) metrics: Arc<crate::observe::Metrics>,
 }
 
 impl Conn {
-    /// `shutdown` is the server's token: the session's own token is its
-    /// child, so every connection token of the session ends on shutdown too
-    /// and a connection polls only its own (uncontended) token.
+    /// The session's own token is a child of the server's (`state`'s
+    /// shutdown), so every connection token of the session ends on shutdown
+    /// too and a connection polls only its own (uncontended) token.
     pub(crate) fn new(
+        state: &AppState,
         session: Arc<Session>,
-        hub: Arc<Hub>,
-        config: Arc<ServerConfig>,
         protocol_version: String,
-        shutdown: &CancellationToken,
         client: Option<crate::fairness::ClientSlot>,
         cluster: Option<Arc<crate::cluster::Cluster>>,
     ) -> Self {
+        let (hub, config, shutdown) = (Arc::clone(&state.hub), Arc::clone(&state.config), &state.shutdown);
         Conn {
+            published: Default::default(),
+            start: session.reader().oldest().get(),
+            metrics: Arc::clone(&state.metrics),
             appender: cluster.as_ref().map(|c| gapless_redis::Appender::new(c.store.clone(), session.id())),
             cluster,
             standalone: session.pacer(session.standalone()),
@@ -223,6 +228,24 @@ impl Conn {
         }
     }
 
+    /// Events this session's ring evicted since this state was made.
+    pub(crate) fn evicted(&self) -> u64 {
+        self.session.reader().oldest().get().saturating_sub(self.start)
+    }
+
+    /// Counts an event published on `stream` (`observe.rs`).
+    fn count(&self, stream: StreamId, len: usize) {
+        use crate::observe::TargetKind;
+        let target = if self.session.is_migrated() {
+            TargetKind::Socket
+        } else if stream == self.session.standalone().id() {
+            TargetKind::Standalone
+        } else {
+            TargetKind::Request
+        };
+        self.published.count(target, len);
+    }
+
     pub(crate) fn protocol_version(&self) -> String {
         lock(&self.protocol_version).clone()
     }
@@ -240,12 +263,15 @@ impl Conn {
     }
 
     pub(crate) async fn publish_bytes(&self, pacer: &Pacer, bytes: Bytes) -> Result<Seq, SendError> {
-        match &self.cluster {
+        let (stream, len) = (pacer.stream().id(), bytes.len());
+        let seq = match &self.cluster {
             // The store has no pacing: the cluster's readers are on many
             // nodes (`docs/SPEC.md` §8.9).
-            Some(_) => self.append(pacer.stream().id(), bytes).await,
-            None => Ok(self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?),
-        }
+            Some(_) => self.append(stream, bytes).await?,
+            None => self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?,
+        };
+        self.count(stream, len);
+        Ok(seq)
     }
 
     pub(crate) async fn publish_json(&self, pacer: &Pacer, msg: &Value) -> Result<Seq, SendError> {
@@ -259,10 +285,13 @@ impl Conn {
         msg: Option<&Value>,
     ) -> Result<Seq, SendError> {
         let bytes = msg.map_or_else(Bytes::new, json_bytes);
-        match &self.cluster {
-            Some(_) => self.append(stream.id(), bytes).await,
-            None => Ok(self.session.publish(stream, bytes)?),
-        }
+        let len = bytes.len();
+        let seq = match &self.cluster {
+            Some(_) => self.append(stream.id(), bytes).await?,
+            None => self.session.publish(stream, bytes)?,
+        };
+        self.count(stream.id(), len);
+        Ok(seq)
     }
 
     async fn append(&self, stream: StreamId, bytes: Bytes) -> Result<Seq, SendError> {
@@ -281,10 +310,15 @@ impl Conn {
     /// ended already (answered, or by the reaper).
     pub(crate) async fn answer(&self, stream: &StreamHandle, msg: &Value) -> Result<bool, SendError> {
         let c = self.cluster.as_ref().expect("cluster mode");
-        c.store.answer(&self.session.id(), stream.id(), &json_bytes(msg)).await.map_err(|e| match e {
+        let bytes = json_bytes(msg);
+        let wrote = c.store.answer(&self.session.id(), stream.id(), &bytes).await.map_err(|e| match e {
             gapless_redis::StoreError::UnknownSession => SendError::Closed,
             e => SendError::Refused(e.to_string()),
-        })
+        })?;
+        if wrote {
+            self.count(stream.id(), bytes.len());
+        }
+        Ok(wrote)
     }
 
     /// Opens a stream (in the store, in cluster mode; the replica mirrors

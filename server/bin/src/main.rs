@@ -88,6 +88,35 @@ struct Args {
     /// Prefix of every key and channel in Redis.
     #[arg(long, default_value = gapless_redis::DEFAULT_PREFIX)]
     redis_prefix: String,
+    /// Path of the Prometheus metrics (OpenMetrics text), on the main
+    /// listener or on `--metrics-bind`; `off` serves none.
+    #[arg(long, default_value = "/metrics")]
+    metrics_path: String,
+    /// Serve the metrics on this address instead of the main listener.
+    #[arg(long)]
+    metrics_bind: Option<std::net::SocketAddr>,
+    /// A bearer token for the metrics: any client that presents it may read
+    /// them, and no other. Without it, loopback clients only.
+    #[arg(long, env = "GAPLESS_METRICS_TOKEN")]
+    metrics_token: Option<String>,
+}
+
+/// `off`, or an absolute path of plain segments outside the endpoint's
+/// routes (`endpoint`, and everything under it).
+fn check_metrics_path(metrics: &str, endpoint: &str) -> Result<(), String> {
+    if metrics == "off" {
+        return Ok(());
+    }
+    let plain =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b));
+    if !metrics.starts_with('/') || !metrics[1..].split('/').all(plain) {
+        return Err("not an absolute path of plain segments (letters, digits, - . _ ~)".into());
+    }
+    let base = endpoint.trim_end_matches('/');
+    if base.is_empty() || metrics == base || metrics.starts_with(&format!("{base}/")) {
+        return Err(format!("inside the endpoint's routes ({endpoint})"));
+    }
+    Ok(())
 }
 
 /// `512M`, `2G`, `1048576`, `unlimited`.
@@ -200,6 +229,18 @@ async fn main() -> std::io::Result<()> {
             }
         }
     }
+    let access = match a.metrics_token.as_deref() {
+        None => gapless_server::ObserveAccess::Loopback,
+        Some("") => {
+            eprintln!("gapless-server: --metrics-token must not be empty");
+            std::process::exit(2);
+        }
+        Some(t) => gapless_server::ObserveAccess::Token(t.to_owned()),
+    };
+    if let Err(e) = check_metrics_path(&a.metrics_path, &a.path) {
+        eprintln!("gapless-server: --metrics-path {:?}: {e}", a.metrics_path);
+        std::process::exit(2);
+    }
     let server = match builder.config(config).path(&a.path).build() {
         Ok(s) => s,
         Err(e) => {
@@ -232,11 +273,25 @@ async fn main() -> std::io::Result<()> {
         usize::MAX => tracing::info!("memory budget: unlimited (each ring is still bounded)"),
         b => tracing::info!(bytes = b, mib = b >> 20, "memory budget of all session rings"),
     }
+    let metrics = match a.metrics_path.as_str() {
+        "off" => None,
+        p => Some(server.metrics_router(p, access)),
+    };
     // The library router has no fallback; the binary answers every other
     // path with the JSON error body too.
-    let app = server
-        .router()
-        .fallback(|| async { ApiError::new(ErrorKind::NotFound, "no such endpoint").into_response() });
+    let mut app = server.router();
+    match (metrics, a.metrics_bind) {
+        (Some(m), None) => app = app.merge(m),
+        (Some(m), Some(addr)) => {
+            let l = tokio::net::TcpListener::bind(addr).await?;
+            tracing::info!(addr = %l.local_addr()?, path = %a.metrics_path, "metrics listening");
+            let m = m.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            tokio::spawn(async move { axum::serve(l, m).with_graceful_shutdown(shutdown_signal()).await });
+        }
+        (None, _) => {}
+    }
+    let app =
+        app.fallback(|| async { ApiError::new(ErrorKind::NotFound, "no such endpoint").into_response() });
     let result = server.serve(listener, app, serve, shutdown_signal()).await;
     sweeper.abort();
     tracing::info!("stopped");

@@ -198,15 +198,7 @@ async fn initialize(
             (session, Some(Arc::clone(c)))
         }
     };
-    let conn = Arc::new(Conn::new(
-        Arc::clone(&session),
-        Arc::clone(&state.hub),
-        Arc::clone(&state.config),
-        version.to_owned(),
-        &state.shutdown,
-        slot,
-        cluster,
-    ));
+    let conn = Arc::new(Conn::new(&state, Arc::clone(&session), version.to_owned(), slot, cluster));
     state.insert(Arc::clone(&conn));
     let result = dispatch::initialize_result(&state, version);
     let sid = session.id().to_string();

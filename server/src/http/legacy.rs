@@ -61,15 +61,7 @@ async fn sse_inner(
         }
         let slot = req.extensions().get::<NewSession>().and_then(|n| lock(&n.0).take());
         let session = state.hub.create(owner.as_deref())?;
-        let conn = Arc::new(Conn::new(
-            Arc::clone(&session),
-            Arc::clone(&state.hub),
-            Arc::clone(&state.config),
-            LEGACY_VERSION.to_owned(),
-            &state.shutdown,
-            slot,
-            None,
-        ));
+        let conn = Arc::new(Conn::new(&state, Arc::clone(&session), LEGACY_VERSION.to_owned(), slot, None));
         state.insert(Arc::clone(&conn));
         return standalone(conn, &messages).await;
     };

@@ -20,6 +20,7 @@ mod socket;
 mod sse;
 mod upgrade;
 
+use crate::observe::Counted;
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{any, MethodRouter};
@@ -33,7 +34,14 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
     let base = state.path.trim_end_matches('/');
     let endpoint = if base.is_empty() { "/".to_owned() } else { base.to_owned() };
     let guarded = |route: Route, h: MethodRouter<Arc<AppState>>| {
+        let counted = match route {
+            Route::Endpoint => Counted::Endpoint,
+            Route::Upgrade => Counted::Upgrade,
+            Route::Socket => Counted::Socket,
+            Route::LegacySse | Route::LegacyMessages => Counted::Legacy,
+        };
         h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
+            .layer(from_fn_with_state((Arc::clone(&state.metrics), counted), crate::observe::count))
     };
     let mut router = Router::new()
         .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))

@@ -149,6 +149,7 @@ async fn run_socket(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let _guard = conn.hub.connect(&conn.session);
+    conn.metrics.sockets_open.inc();
     let (mut tx, mut rx) = ws.split();
     let (gen, ended) = attach;
     let mut control = ControlBudget::new(conn.config.max_socket_pings_per_sec);
@@ -229,6 +230,10 @@ async fn run_socket(
             }),
         }
     };
+    conn.metrics.socket_closed(match &closing {
+        Some(Message::Close(Some(f))) => Some(f.code),
+        _ => None,
+    });
     // A peer that does not read must not hold the task (or a shutdown).
     let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, async {
         if let Some(frame) = closing {
@@ -245,6 +250,7 @@ async fn run_socket(
         }
     })
     .await;
+    conn.metrics.sockets_open.dec();
     conn.detach(Lane::Socket, gen);
 }
 

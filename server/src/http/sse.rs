@@ -146,6 +146,7 @@ impl SseBody {
         preface: Option<Bytes>,
     ) -> Self {
         let guard = conn.hub.connect(&conn.session);
+        conn.metrics.sse_open.inc();
         let period = conn.config.keepalive;
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -262,6 +263,7 @@ impl SseBody {
 
 impl Drop for SseBody {
     fn drop(&mut self) {
+        self.conn.metrics.sse_open.dec();
         self.conn.detach(Lane::Stream(self.stream), self.gen);
     }
 }

@@ -1,0 +1,506 @@
+//! What an operator sees (`docs/SPEC.md` §9): Prometheus metrics in the
+//! OpenMetrics text format (`prometheus-client`), behind an access check.
+//!
+//! Two kinds of figures:
+//! - **counted as they happen**, once per request or connection (sessions
+//!   created, refusals by kind, resumes and migrations by outcome, open
+//!   streams and sockets, socket closes by code): plain counters and gauges;
+//! - **read at scrape time** from the sessions themselves ([`View`]): live
+//!   sessions, retained events and bytes, each ring's fill ratio, evictions,
+//!   each open stream's delivery lag, and the events and payload bytes
+//!   published by target. Publishing writes only its own session's
+//!   counters ([`Published`]); nothing global is written per event. A
+//!   session's counts join the totals of the sessions that ended when it
+//!   ends.
+//!
+//! Labels are bounded: kinds are the contract's, outcomes a kind or `ok`,
+//! close codes the server's own. No session id is ever a label.
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+/// A label naming a refusal kind (`ErrorKind::as_str`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Kind {
+    kind: &'static str,
+}
+
+/// A label naming an outcome: `ok` or a refusal kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Outcome {
+    outcome: &'static str,
+}
+
+/// A label naming why a session was not created.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Reason {
+    reason: &'static str,
+}
+
+/// A label naming a WebSocket close code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Code {
+    code: u16,
+}
+
+/// A label naming where an event went.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Target {
+    target: &'static str,
+}
+
+/// Where an event is published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TargetKind {
+    /// A request's own stream (a POST's SSE response).
+    Request = 0,
+    /// The session's standalone stream (the GET, or the legacy transport).
+    Standalone = 1,
+    /// A stream of a session that migrated to a WebSocket.
+    Socket = 2,
+}
+
+/// The session id header (`docs/SPEC.md` §5).
+const SESSION_HEADER: &str = "mcp-session-id";
+
+const TARGETS: [&str; 3] = ["request", "standalone", "socket"];
+
+/// One session's publish counts by target: written by its publishers
+/// only (relaxed adds on the session's own memory), read at scrape time.
+#[derive(Debug, Default)]
+pub(crate) struct Published {
+    events: [AtomicU64; 3],
+    bytes: [AtomicU64; 3],
+}
+
+impl Published {
+    /// Counts one event of `len` payload bytes.
+    pub(crate) fn count(&self, target: TargetKind, len: usize) {
+        self.events[target as usize].fetch_add(1, Ordering::Relaxed);
+        self.bytes[target as usize].fetch_add(len as u64, Ordering::Relaxed);
+    }
+
+    fn add_to(&self, events: &mut [u64; 3], bytes: &mut [u64; 3]) {
+        for i in 0..3 {
+            events[i] += self.events[i].load(Ordering::Relaxed);
+            bytes[i] += self.bytes[i].load(Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the sessions that ended had counted.
+#[derive(Debug, Default)]
+struct Departed {
+    published: Published,
+    evicted: AtomicU64,
+}
+
+/// The counters and gauges counted as things happen.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    pub(crate) sessions_created: Counter,
+    pub(crate) sessions_deleted: Counter,
+    pub(crate) sessions_expired: Counter,
+    pub(crate) sessions_refused: Family<Reason, Counter>,
+    pub(crate) refusals: Family<Kind, Counter>,
+    pub(crate) resumes: Family<Outcome, Counter>,
+    pub(crate) migrations: Family<Outcome, Counter>,
+    pub(crate) redeems: Family<Outcome, Counter>,
+    pub(crate) sse_open: Gauge,
+    pub(crate) sockets_open: Gauge,
+    pub(crate) socket_closes: Family<Code, Counter>,
+    departed: Departed,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        Metrics {
+            sessions_created: Counter::default(),
+            sessions_deleted: Counter::default(),
+            sessions_expired: Counter::default(),
+            sessions_refused: Family::default(),
+            refusals: Family::default(),
+            resumes: Family::default(),
+            migrations: Family::default(),
+            redeems: Family::default(),
+            sse_open: Gauge::default(),
+            sockets_open: Gauge::default(),
+            socket_closes: Family::default(),
+            departed: Departed::default(),
+        }
+    }
+
+    /// Adds what an ending session counted to the totals (`evicted`: its
+    /// ring's evicted events).
+    pub(crate) fn departed(&self, published: &Published, evicted: u64) {
+        for i in 0..3 {
+            let d = &self.departed.published;
+            d.events[i].fetch_add(published.events[i].load(Ordering::Relaxed), Ordering::Relaxed);
+            d.bytes[i].fetch_add(published.bytes[i].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        self.departed.evicted.fetch_add(evicted, Ordering::Relaxed);
+    }
+
+    /// Counts a socket closed with `code` (`None`: the peer left first).
+    pub(crate) fn socket_closed(&self, code: Option<u16>) {
+        self.socket_closes.get_or_create(&Code { code: code.unwrap_or(1005) }).inc();
+    }
+
+    /// The registry of every metric, with `state`'s sessions read at
+    /// scrape time.
+    pub(crate) fn registry(self: &Arc<Self>, state: Weak<AppState>) -> Registry {
+        let mut r = Registry::with_prefix("gapless");
+        r.register("sessions_created", "Sessions created", self.sessions_created.clone());
+        r.register(
+            "sessions_deleted",
+            "Sessions deleted by a DELETE on this node",
+            self.sessions_deleted.clone(),
+        );
+        r.register("sessions_expired", "Sessions expired (idle timeout)", self.sessions_expired.clone());
+        r.register(
+            "sessions_refused",
+            "initialize requests refused for lack of room, by reason (the refusal's kind)",
+            self.sessions_refused.clone(),
+        );
+        r.register("refusals", "Refusals answered, by kind (docs/SPEC.md §4.2, §5)", self.refusals.clone());
+        r.register(
+            "resumes",
+            "Resumes (GET with Last-Event-ID), by outcome: ok or the refusal's kind",
+            self.resumes.clone(),
+        );
+        r.register(
+            "migrations",
+            "Migration upgrades (ticket requests), by outcome: ok (a ticket issued) or the refusal's kind",
+            self.migrations.clone(),
+        );
+        r.register(
+            "ticket_redeems",
+            "WebSocket connections with a ticket, by outcome: ok (redeemed) or the refusal's kind",
+            self.redeems.clone(),
+        );
+        r.register("sse_streams_open", "Open SSE responses", self.sse_open.clone());
+        r.register("sockets_open", "Open WebSockets", self.sockets_open.clone());
+        r.register(
+            "socket_closes",
+            "WebSocket closes by code (1005: the peer closed without a code or left)",
+            self.socket_closes.clone(),
+        );
+        r.register_collector(Box::new(View { metrics: Arc::clone(self), state }));
+        r
+    }
+}
+
+/// The figures read from the sessions at scrape time.
+#[derive(Debug)]
+struct View {
+    metrics: Arc<Metrics>,
+    state: Weak<AppState>,
+}
+
+/// Bucket bounds of the fill-ratio histogram.
+const FILL_BUCKETS: [f64; 7] = [0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0];
+/// Bucket bounds of the delivery-lag histogram, in events.
+const LAG_BUCKETS: [f64; 9] = [0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0];
+
+fn encode<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: &M,
+) -> Result<(), std::fmt::Error> {
+    let e = encoder.encode_descriptor(name, help, None, metric.metric_type())?;
+    metric.encode(e)
+}
+
+impl Collector for View {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(state) = self.state.upgrade() else { return Ok(()) };
+        let (mut events, mut bytes) = ([0u64; 3], [0u64; 3]);
+        self.metrics.departed.published.add_to(&mut events, &mut bytes);
+        let mut evicted = self.metrics.departed.evicted.load(Ordering::Relaxed);
+        let (mut retained_events, mut retained_bytes) = (0u64, 0u64);
+        let fill = Histogram::new(FILL_BUCKETS);
+        let lag = Histogram::new(LAG_BUCKETS);
+        let ring = state.hub.config().ring;
+        let conns: Vec<_> = crate::state::lock(&state.conns).values().cloned().collect();
+        for c in &conns {
+            c.published.add_to(&mut events, &mut bytes);
+            let r = c.session.reader();
+            let (head, oldest) = (r.head().get(), r.oldest().get());
+            let held = (head + 1).saturating_sub(oldest);
+            let footprint = c.session.footprint() as u64;
+            retained_events += held;
+            retained_bytes += footprint;
+            evicted += c.evicted();
+            let by_events = held as f64 / ring.capacity.max(1) as f64;
+            let by_bytes = footprint as f64 / ring.byte_budget.max(1) as f64;
+            fill.observe(by_events.max(by_bytes).min(1.0));
+            for s in r.streams().iter().filter(|s| !s.ended) {
+                // Seqs from the first undelivered event of the stream to its
+                // newest (an upper bound on its undelivered events).
+                let undelivered_from = s.delivered.get().max(s.first.get().saturating_sub(1));
+                lag.observe(s.high.get().saturating_sub(undelivered_from) as f64);
+            }
+        }
+        encode(
+            &mut encoder,
+            "sessions_live",
+            "Sessions this node holds",
+            &ConstGauge::new(conns.len() as i64),
+        )?;
+        let published = Family::<Target, Counter>::default();
+        let published_bytes = Family::<Target, Counter>::default();
+        for (i, t) in TARGETS.iter().enumerate() {
+            published.get_or_create(&Target { target: t }).inc_by(events[i]);
+            published_bytes.get_or_create(&Target { target: t }).inc_by(bytes[i]);
+        }
+        encode(&mut encoder, "events_published", "Events published, by target", &published)?;
+        encode(
+            &mut encoder,
+            "payload_bytes_published",
+            "Payload bytes published, by target",
+            &published_bytes,
+        )?;
+        encode(
+            &mut encoder,
+            "retained_events",
+            "Events the rings hold",
+            &ConstGauge::new(retained_events as i64),
+        )?;
+        encode(
+            &mut encoder,
+            "retained_bytes",
+            "Bytes the rings keep alive (their memory budget's count)",
+            &ConstGauge::new(retained_bytes as i64),
+        )?;
+        encode(
+            &mut encoder,
+            "evicted_events",
+            "Events the rings evicted (window or budget)",
+            &ConstCounter::new(evicted),
+        )?;
+        encode(
+            &mut encoder,
+            "ring_fill_ratio",
+            "Each session's ring: the larger of events/capacity and bytes/byte budget (1: it evicts to take more)",
+            &fill,
+        )?;
+        encode(
+            &mut encoder,
+            "delivery_lag_events",
+            "Each open stream: seqs from its first undelivered event to its newest (an upper bound on its undelivered events)",
+            &lag,
+        )?;
+        Ok(())
+    }
+}
+
+/// Which route a request came in on, for counting its outcome.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Counted {
+    /// `P`: sessions, requests, resumes, DELETE.
+    Endpoint,
+    /// `P/session/{id}/upgrade`.
+    Upgrade,
+    /// `P/ws`.
+    Socket,
+    /// The legacy transport's routes.
+    Legacy,
+}
+
+fn outcome(r: &Response) -> Option<&'static str> {
+    match r.extensions().get::<ApiError>() {
+        Some(e) => Some(e.kind.as_str()),
+        None if r.status().is_success() || r.status() == StatusCode::SWITCHING_PROTOCOLS => Some("ok"),
+        None => None,
+    }
+}
+
+/// Kinds an `initialize` is refused with for lack of room.
+const NO_ROOM: [gapless::ErrorKind; 5] = [
+    gapless::ErrorKind::TooManySessions,
+    gapless::ErrorKind::MemoryExhausted,
+    gapless::ErrorKind::RateLimited,
+    gapless::ErrorKind::ClientSessionLimit,
+    gapless::ErrorKind::StoreUnavailable,
+];
+
+/// The layer on every route (outside the guard): counts each refusal by
+/// kind, and what the request was by its outcome.
+pub(crate) async fn count(
+    State((metrics, route)): State<(Arc<Metrics>, Counted)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().clone();
+    let resume = method == Method::GET && req.headers().contains_key("last-event-id");
+    let sessionless = !req.headers().contains_key(SESSION_HEADER);
+    let r = next.run(req).await;
+    let refusal = r.extensions().get::<ApiError>().map(|e| e.kind);
+    if let Some(k) = refusal {
+        metrics.refusals.get_or_create(&Kind { kind: k.as_str() }).inc();
+    }
+    let Some(outcome) = outcome(&r) else { return r };
+    match route {
+        Counted::Endpoint if resume => {
+            metrics.resumes.get_or_create(&Outcome { outcome }).inc();
+        }
+        Counted::Endpoint if method == Method::POST && sessionless => {
+            if r.headers().contains_key(SESSION_HEADER) {
+                metrics.sessions_created.inc();
+            } else if let Some(k) = refusal.filter(|k| NO_ROOM.contains(k)) {
+                metrics.sessions_refused.get_or_create(&Reason { reason: k.as_str() }).inc();
+            }
+        }
+        Counted::Endpoint if method == Method::DELETE && outcome == "ok" => {
+            metrics.sessions_deleted.inc();
+        }
+        Counted::Upgrade if method == Method::POST => {
+            metrics.migrations.get_or_create(&Outcome { outcome }).inc();
+        }
+        Counted::Socket => {
+            metrics.redeems.get_or_create(&Outcome { outcome }).inc();
+        }
+        _ => {}
+    }
+    r
+}
+
+/// Who may read `/metrics` (and, later, `/status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ObserveAccess {
+    /// Loopback clients only (the default); others get `403`.
+    #[default]
+    Loopback,
+    /// Any client with `Authorization: Bearer <token>`; without it, or
+    /// with another token, `401`.
+    Token(String),
+}
+
+impl ObserveAccess {
+    /// `None` when the request may read, else the refusal.
+    fn check(&self, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<Response> {
+        match self {
+            ObserveAccess::Loopback => match peer {
+                Some(p) if p.ip().is_loopback() => None,
+                _ => Some(
+                    (
+                        StatusCode::FORBIDDEN,
+                        "metrics are served to loopback clients only (configure a token)",
+                    )
+                        .into_response(),
+                ),
+            },
+            ObserveAccess::Token(token) => {
+                let given = headers
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "));
+                if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+                    return None;
+                }
+                let mut r = (StatusCode::UNAUTHORIZED, "a valid bearer token is required").into_response();
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                Some(r)
+            }
+        }
+    }
+}
+
+/// Compares without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The OpenMetrics text of `registry`.
+pub(crate) fn text(registry: &Registry) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry).expect("writing to a String cannot fail");
+    out
+}
+
+/// `GET` of the metrics, behind `access`.
+pub(crate) async fn serve_metrics(
+    State((registry, access)): State<(Arc<Registry>, Arc<ObserveAccess>)>,
+    req: Request,
+) -> Response {
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    if let Some(refused) = access.check(peer, req.headers()) {
+        return refused;
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET, HEAD")]).into_response();
+    }
+    let mut r = text(&registry).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_only_by_default() {
+        let h = HeaderMap::new();
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let local6: SocketAddr = "[::1]:9".parse().unwrap();
+        let remote: SocketAddr = "192.0.2.7:9".parse().unwrap();
+        let a = ObserveAccess::Loopback;
+        assert!(a.check(Some(local), &h).is_none());
+        assert!(a.check(Some(local6), &h).is_none());
+        assert_eq!(a.check(Some(remote), &h).unwrap().status(), StatusCode::FORBIDDEN);
+        assert_eq!(a.check(None, &h).unwrap().status(), StatusCode::FORBIDDEN, "no peer address: refused");
+    }
+
+    #[test]
+    fn a_token_admits_anyone_who_has_it_and_nobody_else() {
+        let remote: SocketAddr = "192.0.2.7:9".parse().unwrap();
+        let a = ObserveAccess::Token("s3cret".into());
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(a.check(Some(remote), &with("Bearer s3cret")).is_none());
+        for bad in ["Bearer s3cre", "Bearer s3cret2", "Bearer S3CRET", "Basic s3cret", "s3cret"] {
+            let r = a.check(Some(remote), &with(bad)).expect(bad);
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{bad}");
+        }
+        assert_eq!(a.check(Some(remote), &HeaderMap::new()).unwrap().status(), StatusCode::UNAUTHORIZED);
+        let local: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(
+            a.check(Some(local), &HeaderMap::new()).unwrap().status(),
+            StatusCode::UNAUTHORIZED,
+            "with a token, loopback needs it too"
+        );
+    }
+
+    #[test]
+    fn publish_counts_add_up_by_target() {
+        let p = Published::default();
+        p.count(TargetKind::Request, 10);
+        p.count(TargetKind::Request, 5);
+        p.count(TargetKind::Socket, 7);
+        let (mut e, mut b) = ([0; 3], [0; 3]);
+        p.add_to(&mut e, &mut b);
+        assert_eq!((e, b), ([2, 0, 1], [15, 0, 7]));
+    }
+}
