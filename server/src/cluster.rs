@@ -313,7 +313,7 @@ impl Cluster {
                     // Another incarnation, or the store lost events this
                     // replica holds (a failover; the store now knows up to
                     // which seq): the replica is stale.
-                    tracing::warn!(session = ?id, store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
+                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&id), store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
                     on_gone(&session);
                     break;
                 }
@@ -337,7 +337,7 @@ impl Cluster {
                     let _ = applied.send(session.reader().head().0);
                     if broken {
                         if !session.is_closed() {
-                            tracing::warn!(session = ?id, "replica fell behind the store's window; closing it");
+                            tracing::warn!(session = %crate::observe::SessionTag::of_id(&id), "replica fell behind the store's window; closing it");
                         }
                         on_gone(&session);
                         break;
@@ -352,7 +352,7 @@ impl Cluster {
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(session = ?id, error = %e, "follower: store unavailable");
+                    tracing::debug!(session = %crate::observe::SessionTag::of_id(&id), error = %e, "follower: store unavailable");
                 }
             }
             tokio::select! {

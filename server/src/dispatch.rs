@@ -72,11 +72,11 @@ async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, repl
         loop {
             match conn.answer(stream, &msg).await {
                 Err(crate::host::SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(session = ?conn.session.id(), error = %e, "response not stored yet; retrying");
+                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored yet; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
                 Err(crate::host::SendError::Refused(e)) => {
-                    tracing::error!(session = ?conn.session.id(), error = %e, "response not stored; giving up");
+                    tracing::error!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored; giving up");
                     stored = false;
                     break;
                 }
@@ -156,7 +156,7 @@ pub(crate) async fn start_request(
         (Some(c), true) => {
             let r = c.store.register_request(&c.node, &conn.session.id(), stream.id(), &id.to_string()).await;
             if let Err(e) = &r {
-                tracing::warn!(session = ?conn.session.id(), error = %e, "request not registered in the store");
+                tracing::warn!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "request not registered in the store");
             }
             // Even a failed registration may have reached the primary (a
             // write no replica acknowledged): forget it when done.
@@ -167,38 +167,48 @@ pub(crate) async fn start_request(
     let host = Arc::clone(&state.host);
     let conn = Arc::clone(conn);
     let stream = stream.clone();
-    tokio::spawn(async move {
-        let outcome = match method.as_str() {
-            "ping" => Some(Ok(json!({}))),
-            "logging/setLevel" => {
-                Some(match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
-                    Some(l) => {
-                        conn.set_log_level(l);
-                        Ok(json!({}))
-                    }
-                    None => Err(RpcError::invalid_params("level must be one of the MCP log levels")),
-                })
-            }
-            "initialize" => {
-                Some(Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized")))
-            }
-            _ => {
-                let fut = host.handle(method, params, ctx);
-                tokio::select! {
-                    r = fut => Some(r),
-                    // Cancelled: no response is sent (MCP cancellation).
-                    _ = cancel.cancelled() => None,
+    let span = tracing::info_span!(
+        "request",
+        session = %crate::observe::SessionTag::of_id(&conn.session.id()),
+        id = %id,
+        method = %method,
+        stream = stream.id().0,
+    );
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let outcome = match method.as_str() {
+                "ping" => Some(Ok(json!({}))),
+                "logging/setLevel" => {
+                    Some(match params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+                        Some(l) => {
+                            conn.set_log_level(l);
+                            Ok(json!({}))
+                        }
+                        None => Err(RpcError::invalid_params("level must be one of the MCP log levels")),
+                    })
                 }
+                "initialize" => {
+                    Some(Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized")))
+                }
+                _ => {
+                    let fut = host.handle(method, params, ctx);
+                    tokio::select! {
+                        r = fut => Some(r),
+                        // Cancelled: no response is sent (MCP cancellation).
+                        _ = cancel.cancelled() => None,
+                    }
+                }
+            };
+            let stored = match outcome {
+                Some(outcome) => respond(&conn, &stream, own, jsonrpc::response(&id, outcome), reply).await,
+                None if own => conn.end_stream(&stream).await.is_ok(),
+                None => true,
+            };
+            conn.finish_request(&id);
+            if let (true, true, Some(c)) = (registered, stored, &conn.cluster) {
+                let _ = c.store.finish_request(&c.node, &conn.session.id(), stream.id()).await;
             }
-        };
-        let stored = match outcome {
-            Some(outcome) => respond(&conn, &stream, own, jsonrpc::response(&id, outcome), reply).await,
-            None if own => conn.end_stream(&stream).await.is_ok(),
-            None => true,
-        };
-        conn.finish_request(&id);
-        if let (true, true, Some(c)) = (registered, stored, &conn.cluster) {
-            let _ = c.store.finish_request(&c.node, &conn.session.id(), stream.id()).await;
-        }
-    });
+        },
+        span,
+    ));
 }

@@ -309,6 +309,32 @@ impl Collector for View {
     }
 }
 
+/// A short, opaque name of a session for logs and spans: 8 hex digits of
+/// a keyed hash of its id (the key is random per process). The id itself
+/// is a bearer secret and never appears in a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SessionTag(u32);
+
+impl SessionTag {
+    /// The tag of the session id `id` (as sent; need not be valid).
+    pub(crate) fn of(id: &str) -> Self {
+        use std::hash::BuildHasher;
+        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> = std::sync::OnceLock::new();
+        SessionTag(KEY.get_or_init(Default::default).hash_one(id) as u32)
+    }
+
+    /// The tag of `id`.
+    pub(crate) fn of_id(id: &gapless::SessionId) -> Self {
+        Self::of(&id.to_string())
+    }
+}
+
+impl std::fmt::Display for SessionTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
 /// Which route a request came in on, for counting its outcome.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Counted {
@@ -346,14 +372,27 @@ pub(crate) async fn count(
     req: Request,
     next: Next,
 ) -> Response {
+    use tracing::Instrument as _;
     let method = req.method().clone();
     let resume = method == Method::GET && req.headers().contains_key("last-event-id");
-    let sessionless = !req.headers().contains_key(SESSION_HEADER);
-    let r = next.run(req).await;
-    let refusal = r.extensions().get::<ApiError>().map(|e| e.kind);
-    if let Some(k) = refusal {
-        metrics.refusals.get_or_create(&Kind { kind: k.as_str() }).inc();
+    let session = req.headers().get(SESSION_HEADER).map(|v| SessionTag::of(v.to_str().unwrap_or("")));
+    let sessionless = session.is_none();
+    let span = match session {
+        Some(tag) => tracing::info_span!("http", %method, route = ?route, session = %tag),
+        None => tracing::info_span!("http", %method, route = ?route),
+    };
+    let r = next.run(req).instrument(span.clone()).await;
+    let refusal = r.extensions().get::<ApiError>();
+    if let Some(e) = refusal {
+        metrics.refusals.get_or_create(&Kind { kind: e.kind.as_str() }).inc();
+        // Once per refusal, with its numbers (never the session id: the
+        // span has its tag).
+        let numbers = serde_json::Value::Object(e.extra.clone());
+        span.in_scope(|| {
+            tracing::info!(kind = e.kind.as_str(), status = e.kind.http_status(), numbers = %numbers, reason = %e.message, "refused");
+        });
     }
+    let refusal = refusal.map(|e| e.kind);
     let Some(outcome) = outcome(&r) else { return r };
     match route {
         Counted::Endpoint if resume => {
@@ -491,6 +530,17 @@ mod tests {
             StatusCode::UNAUTHORIZED,
             "with a token, loopback needs it too"
         );
+    }
+
+    #[test]
+    fn session_tags_are_stable_short_and_not_the_id() {
+        let id = gapless::SessionId::random();
+        let (a, b) = (SessionTag::of_id(&id), SessionTag::of(&id.to_string()));
+        assert_eq!(a, b);
+        let shown = a.to_string();
+        assert_eq!(shown.len(), 8);
+        assert!(!id.to_string().contains(&shown), "the tag is no part of the id");
+        assert_ne!(SessionTag::of("a"), SessionTag::of("b"));
     }
 
     #[test]

@@ -400,7 +400,7 @@ impl Conn {
         stream.mark_all_delivered();
         if let Some(c) = &self.cluster {
             if let Err(e) = c.store.mark_all_delivered(&self.session.id(), stream.id()).await {
-                tracing::warn!(session = ?self.session.id(), error = %e, "could not record a JSON-only delivery");
+                tracing::warn!(session = %crate::observe::SessionTag::of_id(&self.session.id()), error = %e, "could not record a JSON-only delivery");
             }
         }
     }

@@ -88,6 +88,11 @@ struct Args {
     /// Prefix of every key and channel in Redis.
     #[arg(long, default_value = gapless_redis::DEFAULT_PREFIX)]
     redis_prefix: String,
+    /// Log lines for people (`pretty`) or one JSON object per line
+    /// (`json`, with the spans: session tag, request id and method). The
+    /// level comes from `RUST_LOG` (default `info`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Pretty)]
+    log_format: LogFormat,
     /// Path of the Prometheus metrics (OpenMetrics text), on the main
     /// listener or on `--metrics-bind`; `off` serves none.
     #[arg(long, default_value = "/metrics")]
@@ -99,6 +104,15 @@ struct Args {
     /// them, and no other. Without it, loopback clients only.
     #[arg(long, env = "GAPLESS_METRICS_TOKEN")]
     metrics_token: Option<String>,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `off`, or an absolute path of plain segments outside the endpoint's
@@ -191,10 +205,17 @@ fn raise_nofile_limit() -> Option<u64> {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .init();
     let a = Args::parse();
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    match a.log_format {
+        LogFormat::Pretty => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_env_filter(filter)
+            .init(),
+    }
     let ring = RingConfig::new(a.ring_events, a.ring_bytes);
     let mut config = ServerConfig::default().with_ring(ring);
     config.hub.max_sessions = a.max_sessions;

@@ -248,3 +248,63 @@ async fn migrations_and_sockets_are_counted() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `--log-format json`: one JSON object per line; each refusal logged once
+/// with its kind and numbers, in a span that names the session by its tag;
+/// the session id (a bearer secret) in no line.
+#[tokio::test]
+async fn json_logs_name_refusals_and_never_the_session_id() {
+    use std::io::BufRead;
+    let port = gapless_redis::testing::free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}"), "--ring-events", "8", "--log-format", "json"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        std::io::BufReader::new(out).lines().map_while(Result::ok).collect::<Vec<_>>()
+    });
+    let s = TestServer::at(
+        format!("127.0.0.1:{port}").parse().unwrap(),
+        "/mcp",
+        McpServer::builder(DemoHost).build().unwrap(), // unused: the child serves
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while s.http.get(format!("http://127.0.0.1:{port}/metrics")).send().await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the binary did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sid = s.initialize().await;
+    let r = s.call_tool(&sid, 1, "emit_events", json!({"count": 2})).await;
+    let mut sse = SseReader::new(r);
+    let first = sse.next().await.and_then(|e| e.id).unwrap();
+    while sse.next().await.is_some() {}
+    let r = s.call_tool(&sid, 2, "emit_events", json!({"count": 20})).await;
+    let _ = r.text().await;
+    let body = expect_error(s.get(Some(&sid), Some(&first)).await, 409, "gap_not_covered").await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines = lines.join().unwrap();
+    assert!(lines.len() > 3, "{lines:?}");
+    for l in &lines {
+        let _: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(!l.contains(&sid), "the session id in a log line: {l}");
+    }
+    let refused: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["fields"]["message"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "one refusal, logged once: {lines:#?}");
+    let r = &refused[0];
+    assert_eq!(r["level"], "INFO");
+    assert_eq!(r["fields"]["kind"], "gap_not_covered", "{r}");
+    let numbers: serde_json::Value = serde_json::from_str(r["fields"]["numbers"].as_str().unwrap()).unwrap();
+    assert_eq!(numbers["missing"], body["missing"], "{r}");
+    assert_eq!(numbers["cursor"], json!(first), "{r}");
+    let tag = r["span"]["session"].as_str().expect("the span names the session");
+    assert_eq!(tag.len(), 8, "{r}");
+    assert!(!sid.contains(tag), "the tag is no part of the id");
+}

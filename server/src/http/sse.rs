@@ -194,7 +194,7 @@ impl Stream for SseBody {
                 // would not know of; the client's resume is answered by the
                 // store (503 while it is down).
                 Poll::Ready(Err(e)) => {
-                    tracing::warn!(session = ?this.conn.session.id(), error = %e, "delivery not recorded; ending the stream");
+                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), error = %e, "delivery not recorded; ending the stream");
                     Poll::Ready(None)
                 }
             };
@@ -210,7 +210,7 @@ impl Stream for SseBody {
             // Fell behind eviction: end the stream; the client's resume gets
             // the explicit 409 with the numbers.
             Poll::Ready(Some(Err(lag))) => {
-                tracing::info!(session = ?this.conn.session.id(), ?lag, "SSE reader fell behind eviction");
+                tracing::info!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
                 return Poll::Ready(None);
             }
             Poll::Ready(None) => return Poll::Ready(None),
