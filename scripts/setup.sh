@@ -2,8 +2,8 @@
 # Installs everything the build and the test suite need, idempotently:
 # Rust components, the nightly toolchain with Miri (deep checks), cargo-fuzz,
 # Debian's redis-server and redis-cli (the Redis store's tests start their
-# own servers and clusters), and the
-# npm/pip packages of the SDK and conformance tests.
+# own servers and clusters), Debian's chromium (the status page's browser
+# test), and the npm/pip packages of the SDK, conformance and status tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 apt_updated=
@@ -21,6 +21,8 @@ apt_install() { # apt_install COMMAND PACKAGE: installs PACKAGE unless COMMAND e
 apt_install redis-server redis-server
 # redis-cli (a dependency of Debian's redis-server) creates the test clusters.
 apt_install redis-cli redis-tools
+# The status page's test drives it in a real headless browser.
+apt_install chromium chromium
 # The package's own service is not what the tests use: each test starts
 # redis-server on a free port. Stop it so that nothing relies on it.
 if command -v service >/dev/null 2>&1 && service redis-server status >/dev/null 2>&1; then
@@ -34,7 +36,7 @@ rustup component add miri rust-src --toolchain nightly >/dev/null
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
-for d in server/bin/tests/sdk server/bin/tests/conformance; do
+for d in server/bin/tests/sdk server/bin/tests/conformance server/bin/tests/status; do
   if [ -f "$d/package.json" ]; then
     if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
       (cd "$d" && npm ci --no-audit --no-fund)

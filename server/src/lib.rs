@@ -304,6 +304,24 @@ impl McpServer {
             .with_state((Arc::clone(&self.registry), Arc::new(access)))
     }
 
+    /// A router serving the live status page at `path` and its data at
+    /// `path/data.json` (`docs/SPEC.md` §9.3), to whom `access` admits. With
+    /// [`ObserveAccess::Token`] the page itself, which is static and holds
+    /// no figure, is served to anyone, and reads its data with the token
+    /// given in its URL's fragment (`#token=…`, which a browser never sends).
+    pub fn status_router(&self, path: &str, access: ObserveAccess) -> Router {
+        let base = path.trim_end_matches('/');
+        let s = observe::StatusState {
+            metrics: Arc::clone(&self.state.metrics),
+            state: Arc::downgrade(&self.state),
+            access: Arc::new(access),
+        };
+        Router::new()
+            .route(path, axum::routing::any(observe::serve_status_page))
+            .route(&format!("{base}/data.json"), axum::routing::any(observe::serve_status_data))
+            .with_state(s)
+    }
+
     /// Ends every open stream (call on shutdown, before the server drains).
     pub fn shutdown(&self) {
         self.state.shutdown.cancel();

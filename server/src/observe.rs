@@ -124,7 +124,23 @@ pub(crate) struct Metrics {
     pub(crate) sockets_open: Gauge,
     pub(crate) socket_closes: Family<Code, Counter>,
     departed: Departed,
+    /// The newest refusals, for the status page (at most [`RECENT`]).
+    recent: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
+    /// Every refusal counted.
+    refused: AtomicU64,
+    /// (when, events published, refusals) every [`SAMPLE_EVERY`] or
+    /// more, while the page or the metrics are read (at most [`SAMPLES`]).
+    samples: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, u64, u64)>>,
 }
+
+/// Refusals the status page lists.
+const RECENT: usize = 50;
+/// The shortest time between two samples of the rates.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// Samples kept: 10 minutes at the shortest spacing.
+const SAMPLES: usize = 300;
+/// Sessions the status page lists (those nearest to losing history).
+const NEAREST: usize = 20;
 
 impl Metrics {
     pub(crate) fn new() -> Self {
@@ -141,7 +157,59 @@ impl Metrics {
             sockets_open: Gauge::default(),
             socket_closes: Family::default(),
             departed: Departed::default(),
+            recent: Default::default(),
+            refused: AtomicU64::new(0),
+            samples: Default::default(),
         }
+    }
+
+    /// Counts and keeps a refusal (`session`: the tag of the session the
+    /// request named).
+    fn refusal(&self, e: &ApiError, session: Option<SessionTag>) {
+        self.refusals.get_or_create(&Kind { kind: e.kind.as_str() }).inc();
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let at =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let entry = serde_json::json!({
+            "at_ms": at as u64,
+            "kind": e.kind.as_str(),
+            "status": e.kind.http_status(),
+            "numbers": serde_json::Value::Object(e.extra.clone()),
+            "reason": e.message,
+            "session": session.map(|t| t.to_string()),
+        });
+        let mut recent = crate::state::lock(&self.recent);
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(entry);
+    }
+
+    /// Records a sample of the totals if the last one is old enough, and
+    /// returns the rates between consecutive samples: (seconds before now,
+    /// events/s, refusals/s), oldest first.
+    fn rates(&self, events: u64) -> Vec<(f64, f64, f64)> {
+        let now = std::time::Instant::now();
+        let refused = self.refused.load(Ordering::Relaxed);
+        let mut samples = crate::state::lock(&self.samples);
+        if samples.back().is_none_or(|&(t, _, _)| now.duration_since(t) >= SAMPLE_EVERY) {
+            if samples.len() == SAMPLES {
+                samples.pop_front();
+            }
+            samples.push_back((now, events, refused));
+        }
+        let v: Vec<_> = samples.iter().copied().collect();
+        v.windows(2)
+            .map(|w| {
+                let ((t0, e0, r0), (t1, e1, r1)) = (w[0], w[1]);
+                let dt = t1.duration_since(t0).as_secs_f64().max(1e-3);
+                (
+                    now.duration_since(t1).as_secs_f64(),
+                    e1.saturating_sub(e0) as f64 / dt,
+                    r1.saturating_sub(r0) as f64 / dt,
+                )
+            })
+            .collect()
     }
 
     /// Adds what an ending session counted to the totals (`evicted`: its
@@ -226,36 +294,85 @@ fn encode<M: EncodeMetric>(
     metric.encode(e)
 }
 
-impl Collector for View {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(state) = self.state.upgrade() else { return Ok(()) };
-        let (mut events, mut bytes) = ([0u64; 3], [0u64; 3]);
-        self.metrics.departed.published.add_to(&mut events, &mut bytes);
-        let mut evicted = self.metrics.departed.evicted.load(Ordering::Relaxed);
-        let (mut retained_events, mut retained_bytes) = (0u64, 0u64);
-        let fill = Histogram::new(FILL_BUCKETS);
-        let lag = Histogram::new(LAG_BUCKETS);
+/// One session's figures at one moment.
+#[derive(Debug)]
+struct SessionFigures {
+    tag: SessionTag,
+    /// The larger of events/capacity and bytes/byte budget, at most 1.
+    fill: f64,
+    oldest: u64,
+    head: u64,
+    held: u64,
+    bytes: u64,
+    /// Each open stream's lag (see [`stream_lag`]).
+    lags: Vec<(u64, u64)>,
+}
+
+/// Everything read from the sessions at one moment, with what the ended
+/// ones left.
+#[derive(Debug, Default)]
+struct Figures {
+    sessions: Vec<SessionFigures>,
+    events: [u64; 3],
+    bytes: [u64; 3],
+    evicted: u64,
+}
+
+impl Figures {
+    fn read(metrics: &Metrics, state: &AppState) -> Figures {
+        let mut f = Figures::default();
+        metrics.departed.published.add_to(&mut f.events, &mut f.bytes);
+        f.evicted = metrics.departed.evicted.load(Ordering::Relaxed);
         let ring = state.hub.config().ring;
         let conns: Vec<_> = crate::state::lock(&state.conns).values().cloned().collect();
         for c in &conns {
-            c.published.add_to(&mut events, &mut bytes);
+            c.published.add_to(&mut f.events, &mut f.bytes);
+            f.evicted += c.evicted();
             let r = c.session.reader();
             let (head, oldest) = (r.head().get(), r.oldest().get());
             let held = (head + 1).saturating_sub(oldest);
-            let footprint = c.session.footprint() as u64;
-            retained_events += held;
-            retained_bytes += footprint;
-            evicted += c.evicted();
+            let bytes = c.session.footprint() as u64;
             let by_events = held as f64 / ring.capacity.max(1) as f64;
-            let by_bytes = footprint as f64 / ring.byte_budget.max(1) as f64;
-            fill.observe(by_events.max(by_bytes).min(1.0));
-            for s in r.streams().iter().filter(|s| !s.ended) {
-                // Seqs from the first undelivered event of the stream to its
-                // newest (an upper bound on its undelivered events).
-                let undelivered_from = s.delivered.get().max(s.first.get().saturating_sub(1));
-                lag.observe(s.high.get().saturating_sub(undelivered_from) as f64);
+            let by_bytes = bytes as f64 / ring.byte_budget.max(1) as f64;
+            let lags = r.streams().iter().filter(|s| !s.ended).map(|s| (s.id.0, stream_lag(s))).collect();
+            f.sessions.push(SessionFigures {
+                tag: SessionTag::of_id(&c.session.id()),
+                fill: by_events.max(by_bytes).min(1.0),
+                oldest,
+                head,
+                held,
+                bytes,
+                lags,
+            });
+        }
+        f
+    }
+}
+
+/// Seqs from the first undelivered event of a stream to its newest (an
+/// upper bound on its undelivered events).
+fn stream_lag(s: &gapless::ring::StreamInfo) -> u64 {
+    let undelivered_from = s.delivered.get().max(s.first.get().saturating_sub(1));
+    s.high.get().saturating_sub(undelivered_from)
+}
+
+impl Collector for View {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(state) = self.state.upgrade() else { return Ok(()) };
+        let f = Figures::read(&self.metrics, &state);
+        let (events, bytes, evicted) = (f.events, f.bytes, f.evicted);
+        let (mut retained_events, mut retained_bytes) = (0u64, 0u64);
+        let fill = Histogram::new(FILL_BUCKETS);
+        let lag = Histogram::new(LAG_BUCKETS);
+        for s in &f.sessions {
+            retained_events += s.held;
+            retained_bytes += s.bytes;
+            fill.observe(s.fill);
+            for &(_, l) in &s.lags {
+                lag.observe(l as f64);
             }
         }
+        let conns = &f.sessions;
         encode(
             &mut encoder,
             "sessions_live",
@@ -335,6 +452,109 @@ impl std::fmt::Display for SessionTag {
     }
 }
 
+/// What the status page shows, as JSON.
+fn status_json(metrics: &Metrics, state: &AppState) -> serde_json::Value {
+    use serde_json::json;
+    let mut f = Figures::read(metrics, state);
+    let events: u64 = f.events.iter().sum();
+    let rates = metrics.rates(events);
+    let live = f.sessions.len();
+    let (held, bytes) = f.sessions.iter().fold((0, 0), |(e, b), s| (e + s.held, b + s.bytes));
+    f.sessions.sort_by(|a, b| b.fill.total_cmp(&a.fill).then(b.held.cmp(&a.held)));
+    f.sessions.truncate(NEAREST);
+    let sessions: Vec<_> = f
+        .sessions
+        .iter()
+        .map(|s| {
+            json!({
+                "session": s.tag.to_string(),
+                "fill": s.fill,
+                "oldest": s.oldest,
+                "head": s.head,
+                "events": s.held,
+                "bytes": s.bytes,
+                "lags": s.lags.iter().map(|&(stream, lag)| json!({"stream": stream, "lag": lag})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let refusals: Vec<_> = crate::state::lock(&metrics.recent).iter().rev().cloned().collect();
+    json!({
+        "counters": {
+            "sessions_live": live,
+            "sessions_created": metrics.sessions_created.get(),
+            "sessions_deleted": metrics.sessions_deleted.get(),
+            "sessions_expired": metrics.sessions_expired.get(),
+            "sse_streams_open": metrics.sse_open.get(),
+            "sockets_open": metrics.sockets_open.get(),
+            "events_published": events,
+            "payload_bytes_published": f.bytes.iter().sum::<u64>(),
+            "retained_events": held,
+            "retained_bytes": bytes,
+            "evicted_events": f.evicted,
+            "refusals": metrics.refused.load(Ordering::Relaxed),
+        },
+        "sessions": sessions,
+        "refusals": refusals,
+        "rates": rates.iter().map(|&(ago, e, r)| json!({"ago_s": ago, "events_per_s": e, "refusals_per_s": r})).collect::<Vec<_>>(),
+    })
+}
+
+/// The status page: self-contained HTML (no external asset) that reads
+/// `<path>/data.json` every 2 seconds and shows it, every value as text.
+const STATUS_PAGE: &str = include_str!("status.html");
+
+/// What [`status_router`] serves its routes from.
+#[derive(Clone)]
+pub(crate) struct StatusState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) state: Weak<AppState>,
+    pub(crate) access: Arc<ObserveAccess>,
+}
+
+/// `GET` of the status page. With a token, the page itself (static, no
+/// figures) is served to anyone; its data is not.
+pub(crate) async fn serve_status_page(State(s): State<StatusState>, req: Request) -> Response {
+    if !matches!(*s.access, ObserveAccess::Token(_)) {
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+        if let Some(refused) = s.access.check(peer, req.headers()) {
+            return refused;
+        }
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET, HEAD")]).into_response();
+    }
+    let mut r = STATUS_PAGE.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // Nothing from elsewhere: no script, style, image or connection but
+    // the page's own.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
+        ),
+    );
+    r
+}
+
+/// `GET` of the status page's data, behind the access check.
+pub(crate) async fn serve_status_data(State(s): State<StatusState>, req: Request) -> Response {
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    if let Some(refused) = s.access.check(peer, req.headers()) {
+        return refused;
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET, HEAD")]).into_response();
+    }
+    let Some(state) = s.state.upgrade() else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let mut r = axum::Json(status_json(&s.metrics, &state)).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
 /// Which route a request came in on, for counting its outcome.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Counted {
@@ -384,7 +604,7 @@ pub(crate) async fn count(
     let r = next.run(req).instrument(span.clone()).await;
     let refusal = r.extensions().get::<ApiError>();
     if let Some(e) = refusal {
-        metrics.refusals.get_or_create(&Kind { kind: e.kind.as_str() }).inc();
+        metrics.refusal(e, session);
         // Once per refusal, with its numbers (never the session id: the
         // span has its tag).
         let numbers = serde_json::Value::Object(e.extra.clone());

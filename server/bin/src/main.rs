@@ -97,11 +97,17 @@ struct Args {
     /// listener or on `--metrics-bind`; `off` serves none.
     #[arg(long, default_value = "/metrics")]
     metrics_path: String,
-    /// Serve the metrics on this address instead of the main listener.
+    /// Path of the live status page (its data at `<path>/data.json`), beside
+    /// the metrics; `off` serves none.
+    #[arg(long, default_value = "/status")]
+    status_path: String,
+    /// Serve the metrics and the status page on this address instead of the
+    /// main listener.
     #[arg(long)]
     metrics_bind: Option<std::net::SocketAddr>,
-    /// A bearer token for the metrics: any client that presents it may read
-    /// them, and no other. Without it, loopback clients only.
+    /// A bearer token for the metrics and the status page's data: any
+    /// client that presents it may read them, and no other. Without it,
+    /// loopback clients only.
     #[arg(long, env = "GAPLESS_METRICS_TOKEN")]
     metrics_token: Option<String>,
 }
@@ -258,8 +264,18 @@ async fn main() -> std::io::Result<()> {
         }
         Some(t) => gapless_server::ObserveAccess::Token(t.to_owned()),
     };
-    if let Err(e) = check_metrics_path(&a.metrics_path, &a.path) {
-        eprintln!("gapless-server: --metrics-path {:?}: {e}", a.metrics_path);
+    for (flag, p) in [("--metrics-path", &a.metrics_path), ("--status-path", &a.status_path)] {
+        if let Err(e) = check_metrics_path(p, &a.path) {
+            eprintln!("gapless-server: {flag} {p:?}: {e}");
+            std::process::exit(2);
+        }
+    }
+    let status_data = format!("{}/data.json", a.status_path.trim_end_matches('/'));
+    if a.metrics_path != "off"
+        && a.status_path != "off"
+        && (a.metrics_path == a.status_path || a.metrics_path == status_data)
+    {
+        eprintln!("gapless-server: --metrics-path and --status-path must differ");
         std::process::exit(2);
     }
     let server = match builder.config(config).path(&a.path).build() {
@@ -294,10 +310,18 @@ async fn main() -> std::io::Result<()> {
         usize::MAX => tracing::info!("memory budget: unlimited (each ring is still bounded)"),
         b => tracing::info!(bytes = b, mib = b >> 20, "memory budget of all session rings"),
     }
-    let metrics = match a.metrics_path.as_str() {
-        "off" => None,
-        p => Some(server.metrics_router(p, access)),
-    };
+    let mut observe: Option<axum::Router> = None;
+    if a.metrics_path != "off" {
+        observe = Some(server.metrics_router(&a.metrics_path, access.clone()));
+    }
+    if a.status_path != "off" {
+        let status = server.status_router(&a.status_path, access);
+        observe = Some(match observe {
+            Some(m) => m.merge(status),
+            None => status,
+        });
+    }
+    let metrics = observe;
     // The library router has no fallback; the binary answers every other
     // path with the JSON error body too.
     let mut app = server.router();
@@ -305,7 +329,7 @@ async fn main() -> std::io::Result<()> {
         (Some(m), None) => app = app.merge(m),
         (Some(m), Some(addr)) => {
             let l = tokio::net::TcpListener::bind(addr).await?;
-            tracing::info!(addr = %l.local_addr()?, path = %a.metrics_path, "metrics listening");
+            tracing::info!(addr = %l.local_addr()?, metrics = %a.metrics_path, status = %a.status_path, "metrics and status listening");
             let m = m.into_make_service_with_connect_info::<std::net::SocketAddr>();
             tokio::spawn(async move { axum::serve(l, m).with_graceful_shutdown(shutdown_signal()).await });
         }

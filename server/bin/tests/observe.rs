@@ -308,3 +308,48 @@ async fn json_logs_name_refusals_and_never_the_session_id() {
     assert_eq!(tag.len(), 8, "{r}");
     assert!(!sid.contains(tag), "the tag is no part of the id");
 }
+
+/// The status page and its data: loopback by default; with a token the
+/// static page is served to anyone, its data only with the token.
+#[tokio::test]
+async fn the_status_page_and_its_data_are_guarded() {
+    let server = McpServer::builder(DemoHost).build().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = server
+        .router()
+        .merge(server.status_router("/status", ObserveAccess::Token("t0k".into())))
+        .merge(server.status_router("/open", ObserveAccess::Loopback));
+    let s2 = server.clone();
+    tokio::spawn(async move {
+        s2.serve(listener, app, ServeConfig::default(), std::future::pending()).await.unwrap()
+    });
+    let http = reqwest::Client::new();
+    let page = http.get(format!("http://{addr}/status")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'none'"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("gapless status"));
+    // Self-contained: no link, no asset or script from elsewhere (the one
+    // URL is SVG's namespace name, which is never fetched).
+    let urls: Vec<&str> =
+        html.match_indices("http").map(|(i, _)| &html[i..(i + 30).min(html.len())]).collect();
+    assert!(urls.iter().all(|u| u.starts_with("http://www.w3.org/2000/svg")), "{urls:?}");
+    assert!(!html.contains("<link") && !html.contains(" src="), "self-contained");
+    let data = format!("http://{addr}/status/data.json");
+    assert_eq!(http.get(&data).send().await.unwrap().status(), 401);
+    assert_eq!(http.get(&data).bearer_auth("t0").send().await.unwrap().status(), 401);
+    let r = http.get(&data).bearer_auth("t0k").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["counters"]["sessions_live"], 0, "{v}");
+    assert!(
+        v["sessions"].as_array().unwrap().is_empty() && v["refusals"].as_array().unwrap().is_empty(),
+        "{v}"
+    );
+    // Loopback access: this client is on loopback.
+    let r = http.get(format!("http://{addr}/open/data.json")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(http.post(format!("http://{addr}/open/data.json")).send().await.unwrap().status(), 405);
+}
