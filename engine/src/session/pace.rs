@@ -58,6 +58,7 @@ impl PaceGate {
         // `producers_waiting`; a publisher raises `producers_waiting`,
         // fences, then loads `consumed` (`wait`). One of the two sees the
         // other's store.
+        #[cfg(not(gapless_mutant = "unfenced_progress"))]
         fence(SeqCst);
         if self.producers_waiting.load(Relaxed) > 0 {
             self.notify.notify_waiters();

@@ -222,6 +222,7 @@ impl Session {
         // Marked before anything is woken: a paced publisher that a wake
         // below lets go, or that comes after it, sees the mark (its
         // `Notified` synchronizes with the wake) and does not wait again.
+        #[cfg(not(gapless_mutant = "late_close_mark"))]
         self.closed.store(true, Ordering::Release);
         let writer = lock(&self.ledger.writer).take();
         if let Some(w) = writer {
@@ -238,6 +239,8 @@ impl Session {
         }
         #[cfg(feature = "tokio")]
         self.pace.wake_all();
+        #[cfg(gapless_mutant = "late_close_mark")]
+        self.closed.store(true, Ordering::Release);
     }
 }
 
