@@ -22,7 +22,9 @@
 #                         paced publishers, so one of them sleeps again
 #                         (session/session.rs; caught by
 #                         close_racing_subscription_and_resume)
-# Arguments name the mutants to run (default: all of them).
+# Arguments name the mutants to run (default: all of them). Each rebuilds the
+# loom tests (its cfg differs) and runs every model: about 3-4.5 min per
+# mutant on the 2-core development machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}

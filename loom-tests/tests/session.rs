@@ -165,6 +165,7 @@ fn migration_hand_off_racing_eviction() {
         // One look: `false` once there is nothing to take (pending, or
         // after the lag).
         let mut look = |sub: &mut Subscription| match sub.try_recv() {
+            // Ended after the lag (checked there): nothing more to take.
             _ if lagged => false,
             Ok(Next::Event(e)) => {
                 assert_eq!(e.seq.0, next, "a hole, or a frame out of order");
