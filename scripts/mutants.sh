@@ -9,11 +9,28 @@
 #                         registers meanwhile can sleep through the event
 #   uncounted_registrant  a registering reader is not counted in
 #                         `registrants`, so the producer never looks for it
+#   unfenced_progress     a paced subscription stores its progress and reads
+#                         `producers_waiting` with no fence between, so a
+#                         paced publisher about to sleep is never woken
+#                         (session/pace.rs; caught by
+#                         paced_publish_vs_consume_and_detach)
+#   unpinned_ticket       a migration ticket keeps only the cursor and the
+#                         redeem takes the gap, which a publish may have
+#                         evicted meanwhile (session/migrate.rs; caught by
+#                         migration_hand_off_racing_eviction)
+#   late_close_mark       close marks the session closed after it woke the
+#                         paced publishers, so one of them sleeps again
+#                         (session/session.rs; caught by
+#                         close_racing_subscription_and_resume)
+# Arguments name the mutants to run (default: all of them). Each rebuilds the
+# loom tests (its cfg differs) and runs every model: about 3-4.5 min per
+# mutant on the 2-core development machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 status=0
-for m in relaxed_publish late_evict no_publish_fence uncounted_registrant; do
+all="relaxed_publish late_evict no_publish_fence uncounted_registrant unfenced_progress unpinned_ticket late_close_mark"
+for m in ${@:-$all}; do
   log=$(mktemp)
   start=$(date +%s)
   RUSTFLAGS="--cfg gapless_loom --cfg gapless_mutant=\"$m\"" CARGO_TARGET_DIR=target/loom-mutant \

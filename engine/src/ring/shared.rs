@@ -5,9 +5,10 @@ use super::barrier;
 use super::chunk::Chunk;
 use super::config::RingConfig;
 use super::stream::StreamRecord;
-use crate::sync::{fence, lock, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{
+    fence, lock, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, HashMap, Mutex, Ordering,
+};
 use crate::StreamId;
-use std::collections::HashMap;
 use std::fmt;
 use std::task::Waker;
 
@@ -169,7 +170,7 @@ impl Shared {
             slots: (0..geo.slots()).map(|_| AtomicArc::new(None)).collect(),
             geo,
             config,
-            streams: AtomicArc::new(Some(Arc::new(HashMap::new()))),
+            streams: AtomicArc::new(Some(Arc::new(HashMap::default()))),
             tombstones: AtomicArc::new(None),
             sleepers: Sleepers { wakers: Mutex::new(Vec::new()), waiting: AtomicBool::new(false) },
             registrants: AtomicUsize::new(0),

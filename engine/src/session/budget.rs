@@ -25,8 +25,8 @@
 
 use super::lock;
 use crate::ring::Producer;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 /// The writer state of one session: its producer and what it reported.

@@ -11,11 +11,10 @@ use super::secret::{random_namespace, SessionId};
 use super::session::Session;
 use super::ticket::TicketIndex;
 use crate::ring::{ring, ConfigError, RingConfig};
+use crate::sync::{AtomicU64, AtomicUsize, HashMap, Mutex, Ordering};
 use gapless_wire::{Namespace, Seq};
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Hub limits; every field has the `docs/SPEC.md` §5 default.
@@ -131,7 +130,7 @@ impl Hub {
         drop(ring(config.ring)?);
         let epoch = Instant::now();
         Ok(Hub {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
             count: AtomicUsize::new(0),
             budget: Arc::new(MemoryBudget::new(config.max_memory, config.max_sessions, epoch)),
             config,

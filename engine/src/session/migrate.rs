@@ -75,6 +75,13 @@ impl Hub {
         let replay_count = snapshot.len();
         let now = self.now_ms();
         let config = self.config();
+        // The ticket carries the gap pinned by the check: a publish that
+        // evicts it before the socket comes cannot take it from the replay.
+        #[cfg(gapless_mutant = "unpinned_ticket")]
+        let snapshot = {
+            drop(snapshot);
+            session.reader().empty_snapshot(r.after, None)
+        };
         let ticket = self
             .tickets
             .issue(
@@ -113,6 +120,11 @@ impl Hub {
             return Err(TicketError::Expired);
         }
         let (cursor, snapshot) = s.tickets.take(&t)?;
+        #[cfg(gapless_mutant = "unpinned_ticket")]
+        let snapshot = {
+            drop(snapshot);
+            s.reader().snapshot(cursor).map_err(|_| TicketError::Expired)?
+        };
         Ok(Migration { session: s, cursor, snapshot })
     }
 }

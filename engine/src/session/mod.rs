@@ -5,8 +5,10 @@
 //! tickets ([`Hub::migrate`], [`Hub::redeem`]) and pacing state.
 //!
 //! This layer sits on [`crate::ring`](mod@crate::ring) and knows nothing of
-//! the async layer above it (`subscription`) or of HTTP. It uses `std::sync`
-//! directly: the loom shim belongs to the ring.
+//! the async layer above it (`subscription`) or of HTTP. Its mutexes and
+//! atomics come from the `sync` shim, as the ring's do, so that the loom
+//! models of `loom-tests/tests/session.rs` check this layer's own races
+//! (pacing, the migration hand-off, close); its `Arc`s are `std`'s.
 //!
 //! Its files import each other in one direction only: `secret`, `ticket`,
 //! `pace` and `budget` (state) under `session` (one session) under `table`
@@ -40,8 +42,6 @@ pub use session::{Session, SessionPublishError};
 pub use table::{decide, Decision, Entry, SessionFacts, Target};
 pub use ticket::{Ticket, TicketError};
 
-/// Locks a std mutex, ignoring poisoning: every critical section of this
-/// layer leaves its data consistent before anything in it can panic.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// Locks a mutex of the shim, ignoring poisoning: every critical section of
+/// this layer leaves its data consistent before anything in it can panic.
+pub(crate) use crate::sync::lock;

@@ -7,19 +7,31 @@
 //! The state lives here, in the session layer: each stream's [`PaceGate`]
 //! (attached readers, their progress, the waiting publishers) and the
 //! session's own gate. Subscriptions (the async layer above) attach to a
-//! gate and record their progress in it.
+//! gate and record their progress in it ([`PaceGate::took`],
+//! [`PaceGate::detach`]); a paced publish waits on it ([`PaceGate::wait`]).
 //!
 //! The handshake between a waiting publisher and a consuming reader is a
-//! SeqCst Dekker pair: the publisher raises `producers_waiting`, enables
-//! its `Notified` and then re-checks the lag; the reader stores `consumed`
-//! and then reads `producers_waiting`. One of the two sees the other.
+//! store-buffering (Dekker) pair, with a `fence(SeqCst)` on each side as in
+//! the ring's wake-up (`ring/barrier.rs`): the publisher creates its
+//! `Notified`, raises `producers_waiting`, fences and re-checks the lag;
+//! the reader stores `consumed`, fences and reads `producers_waiting`. One
+//! of the two sees the other's store: the reader wakes the publisher, or
+//! the publisher sees the progress and does not sleep. A reader that
+//! detaches lowers `attached` and then always notifies: a publisher whose
+//! re-check still saw it attached created its `Notified` before, so it is
+//! woken. The loom model `paced_publish_vs_consume_and_detach`
+//! (`loom-tests/tests/session.rs`) checks both.
+//!
+//! The fences, not SeqCst loads and stores, carry the argument because loom
+//! checks fences and treats SeqCst accesses as AcqRel; on x86-64 the
+//! reader's half costs what a SeqCst store did (one locked instruction).
 
 use super::lock;
 use crate::ring::{Reader, StreamHandle};
+use crate::sync::Ordering::{Relaxed, Release, SeqCst};
+use crate::sync::{fence, AtomicU64, AtomicUsize, HashMap, Mutex, Notify};
 use gapless_wire::StreamId;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Pacing state of a stream (or of the whole session): the attached
 /// readers' progress.
@@ -33,7 +45,48 @@ pub(crate) struct PaceGate {
     /// Paced publishers about to sleep or sleeping on this gate (several can:
     /// every stream's publishers share the session's gate).
     pub(crate) producers_waiting: AtomicUsize,
-    pub(crate) notify: tokio::sync::Notify,
+    pub(crate) notify: Notify,
+}
+
+impl PaceGate {
+    /// The reader's half: an attached subscription took everything up to
+    /// `position`; wakes the publishers waiting on the gate, if any.
+    #[inline]
+    pub(crate) fn took(&self, position: u64) {
+        self.consumed.store(position, Release);
+        // Our store of `consumed`, this fence, then the load of
+        // `producers_waiting`; a publisher raises `producers_waiting`,
+        // fences, then loads `consumed` (`wait`). One of the two sees the
+        // other's store.
+        #[cfg(not(gapless_mutant = "unfenced_progress"))]
+        fence(SeqCst);
+        if self.producers_waiting.load(Relaxed) > 0 {
+            self.notify.notify_waiters();
+        }
+    }
+
+    /// A subscription attached to the gate went: wakes every waiting
+    /// publisher, so that it looks again at whether anyone lags.
+    pub(crate) fn detach(&self) {
+        self.attached.fetch_sub(1, SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// The publisher's half: sleeps until a reader's progress, a detach or
+    /// the session's close wakes it, unless `lags` (whether an attached
+    /// reader lags, read after our announcement) is already false or
+    /// `closed` true. The caller looks again after it returns.
+    pub(crate) async fn wait(&self, lags: &(dyn Fn() -> bool + Sync), closed: &(dyn Fn() -> bool + Sync)) {
+        // Created first: every `notify_waiters` from here on completes it.
+        let mut notified = std::pin::pin!(self.notify.notified());
+        notified.as_mut().enable();
+        self.producers_waiting.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if lags() && !closed() {
+            notified.await;
+        }
+        self.producers_waiting.fetch_sub(1, SeqCst);
+    }
 }
 
 /// The session's pacing gates, by stream, and the gate of whole-session

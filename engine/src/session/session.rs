@@ -10,10 +10,10 @@ use super::pace::{PaceGate, Pacer};
 use super::secret::SessionId;
 use super::ticket::TicketBook;
 use crate::ring::{Producer, PublishError, Reader, StreamHandle};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 use bytes::Bytes;
 use gapless_wire::{EventId, Namespace, Seq, StreamId};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// One MCP session: a ring, its namespace, its writers' mutex.
@@ -219,6 +219,10 @@ impl Session {
     /// Its tickets are the hub's to drop (`Hub::end`), with their index
     /// entries.
     pub(super) fn close(&self) {
+        // Marked before anything is woken: a paced publisher that a wake
+        // below lets go, or that comes after it, sees the mark (its
+        // `Notified` synchronizes with the wake) and does not wait again.
+        #[cfg(not(gapless_mutant = "late_close_mark"))]
         self.closed.store(true, Ordering::Release);
         let writer = lock(&self.ledger.writer).take();
         if let Some(w) = writer {
@@ -235,6 +239,8 @@ impl Session {
         }
         #[cfg(feature = "tokio")]
         self.pace.wake_all();
+        #[cfg(gapless_mutant = "late_close_mark")]
+        self.closed.store(true, Ordering::Release);
     }
 }
 
@@ -268,7 +274,7 @@ impl Session {
         payload: Bytes,
         high_water: u64,
     ) -> Result<Seq, SessionPublishError> {
-        use std::sync::atomic::Ordering::SeqCst;
+        use crate::sync::Ordering::SeqCst;
         let (gate, stream) = (&*pacer.gate, &pacer.stream);
         let session_gate = &*self.pace.session;
         let high_water = high_water.max(1);
@@ -282,7 +288,7 @@ impl Session {
                 && self.reader().head().0.saturating_sub(session_gate.consumed.load(SeqCst)) >= high_water
         };
         loop {
-            let (g, lags): (&PaceGate, &dyn Fn() -> bool) = if stream_lags() {
+            let (g, lags): (&PaceGate, &(dyn Fn() -> bool + Sync)) = if stream_lags() {
                 (gate, &stream_lags)
             } else if session_lags() {
                 (session_gate, &session_lags)
@@ -292,14 +298,7 @@ impl Session {
             if self.is_closed() {
                 break;
             }
-            let notified = g.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            g.producers_waiting.fetch_add(1, SeqCst);
-            if lags() && !self.is_closed() {
-                notified.await;
-            }
-            g.producers_waiting.fetch_sub(1, SeqCst);
+            g.wait(lags, &|| self.is_closed()).await;
         }
         self.publish(stream, payload)
     }

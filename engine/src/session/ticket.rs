@@ -6,10 +6,10 @@
 use super::lock;
 use super::secret::{Secret, SessionId};
 use crate::ring::Snapshot;
+use crate::sync::Mutex;
 use gapless_wire::Seq;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Mutex;
 
 /// A ticket's secret: 128 bits from the OS CSPRNG, written as 32 hex digits.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,6 @@ use crate::ring::{Batch, Cursor, Event, Lagged, Next, NextBatch, Reader, Snapsho
 use crate::session::{Migration, PaceGate, Resume, Session};
 use gapless_wire::{Seq, StreamId};
 use std::future::poll_fn;
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -233,22 +232,13 @@ impl Subscription {
     fn consumed_batch(&self, src: Source) {
         if let Some(g) = &self.gate {
             let last = self.batch(src).last();
-            Self::consumed_on(g, if self.by_seq { last.seq.0 } else { last.index_in_stream });
+            g.took(if self.by_seq { last.seq.0 } else { last.index_in_stream });
         }
     }
 
     fn consumed(&self, e: &Event) {
         if let Some(g) = &self.gate {
-            Self::consumed_on(g, if self.by_seq { e.seq.0 } else { e.index_in_stream });
-        }
-    }
-
-    /// Records progress: a position in the stream, or a seq for the
-    /// session's gate.
-    fn consumed_on(g: &PaceGate, position: u64) {
-        g.consumed.store(position, SeqCst);
-        if g.producers_waiting.load(SeqCst) > 0 {
-            g.notify.notify_waiters();
+            g.took(if self.by_seq { e.seq.0 } else { e.index_in_stream });
         }
     }
 }
@@ -256,8 +246,7 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         if let Some(g) = self.gate.take() {
-            g.attached.fetch_sub(1, SeqCst);
-            g.notify.notify_waiters();
+            g.detach();
         }
     }
 }

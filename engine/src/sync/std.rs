@@ -2,6 +2,12 @@
 
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard};
+/// Paced publishers wait on it (`session::pace`).
+#[cfg(feature = "tokio")]
+pub(crate) use tokio::sync::Notify;
+
+/// The hasher of the shim's `HashMap`: std's, randomly keyed per map.
+pub(crate) type RandomState = std::collections::hash_map::RandomState;
 
 /// Locks a mutex, ignoring poisoning: every critical section in this crate
 /// leaves its data consistent before anything in it can panic.
