@@ -287,6 +287,15 @@ impl McpServer {
         http::router(&self.state)
     }
 
+    /// Counts a connection refused before any request was read
+    /// (`too_many_connections`).
+    pub(crate) fn refused_connection(&self) {
+        self.state.metrics.refusal(
+            &ApiError::new(gapless::ErrorKind::TooManyConnections, "too many open connections"),
+            None,
+        );
+    }
+
     /// The operator's metrics in the OpenMetrics text format
     /// (`docs/SPEC.md` §9): what [`McpServer::metrics_router`] serves.
     pub fn metrics_text(&self) -> String {

@@ -123,6 +123,8 @@ pub(crate) struct Metrics {
     pub(crate) sse_open: Gauge,
     pub(crate) sockets_open: Gauge,
     pub(crate) socket_closes: Family<Code, Counter>,
+    /// Paced publishes that waited for a lagging reader, and how long.
+    pub(crate) paced_waits: Histogram,
     departed: Departed,
     /// The newest refusals, for the status page (at most [`RECENT`]).
     recent: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
@@ -156,6 +158,9 @@ impl Metrics {
             sse_open: Gauge::default(),
             sockets_open: Gauge::default(),
             socket_closes: Family::default(),
+            paced_waits: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                0.001, 4.0, 8,
+            )),
             departed: Departed::default(),
             recent: Default::default(),
             refused: AtomicU64::new(0),
@@ -165,7 +170,7 @@ impl Metrics {
 
     /// Counts and keeps a refusal (`session`: the tag of the session the
     /// request named).
-    fn refusal(&self, e: &ApiError, session: Option<SessionTag>) {
+    pub(crate) fn refusal(&self, e: &ApiError, session: Option<SessionTag>) {
         self.refusals.get_or_create(&Kind { kind: e.kind.as_str() }).inc();
         self.refused.fetch_add(1, Ordering::Relaxed);
         let at =
@@ -266,6 +271,11 @@ impl Metrics {
             "socket_closes",
             "WebSocket closes by code (1005: the peer closed without a code or left)",
             self.socket_closes.clone(),
+        );
+        r.register(
+            "paced_wait_seconds",
+            "Paced publishes that waited for a lagging reader (docs/SPEC.md §2), by how long",
+            self.paced_waits.clone(),
         );
         r.register_collector(Box::new(View { metrics: Arc::clone(self), state }));
         r

@@ -177,6 +177,7 @@ impl McpServer {
             };
             let Some(admitted) = admit(&open, peer.ip(), &config) else {
                 tracing::info!(%peer, "connection refused: too many open connections");
+                self.refused_connection();
                 tokio::spawn(refuse(stream));
                 continue;
             };

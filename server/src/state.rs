@@ -268,7 +268,20 @@ impl Conn {
             // The store has no pacing: the cluster's readers are on many
             // nodes (`docs/SPEC.md` §8.9).
             Some(_) => self.append(stream, bytes).await?,
-            None => self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water).await?,
+            None => {
+                // Polled once first: only a publish that has to wait is timed.
+                let publish = self.session.publish_paced_with(pacer, bytes, self.config.pace_high_water);
+                let mut publish = std::pin::pin!(publish);
+                match futures_util::poll!(publish.as_mut()) {
+                    std::task::Poll::Ready(r) => r?,
+                    std::task::Poll::Pending => {
+                        let waited = std::time::Instant::now();
+                        let r = publish.await;
+                        self.metrics.paced_waits.observe(waited.elapsed().as_secs_f64());
+                        r?
+                    }
+                }
+            }
         };
         self.count(stream, len);
         Ok(seq)

@@ -353,3 +353,28 @@ async fn the_status_page_and_its_data_are_guarded() {
     assert_eq!(r.status(), 200);
     assert_eq!(http.post(format!("http://{addr}/open/data.json")).send().await.unwrap().status(), 405);
 }
+
+/// A paced publish that waits for a reader that does not read is counted
+/// with its wait; the reader then gets every event.
+#[tokio::test]
+async fn paced_publishes_that_waited_are_counted() {
+    let config = ServerConfig::default().with_ring(RingConfig::new(8, 1 << 20));
+    let s = common::start(config).await;
+    let sid = s.initialize().await;
+    let wait_count = |m: &str| value(m, "gapless_paced_wait_seconds_count");
+    assert_eq!(wait_count(&s.server.metrics_text()), 0.0);
+    // 200 events of 64 KiB: far more than the socket buffers hold, so
+    // the publisher catches up with a reader that reads nothing yet.
+    let r = s.call_tool(&sid, 1, "emit_events", json!({"count": 200, "payload_bytes": 65536})).await;
+    assert_eq!(r.status(), 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sse = SseReader::new(r);
+    let mut seqs = vec![];
+    while let Some(e) = sse.next().await {
+        seqs.extend(e.emit_seq());
+    }
+    assert_eq!(seqs, (1..=200).collect::<Vec<_>>(), "every event, once, in order");
+    let m = s.server.metrics_text();
+    assert!(wait_count(&m) >= 1.0, "{m}");
+    assert!(value(&m, "gapless_paced_wait_seconds_sum") > 0.0, "{m}");
+}
