@@ -135,6 +135,10 @@ pub(crate) struct Metrics {
     samples: std::sync::Mutex<std::collections::VecDeque<(std::time::Instant, u64, u64)>>,
 }
 
+/// The close codes the server sends (`http/socket.rs`, `docs/SPEC.md` §5),
+/// and 1005 for a peer that closed or left first.
+const CLOSE_CODES: [u16; 6] = [1000, 1001, 1005, 1008, 4400, 4409];
+
 /// Refusals the status page lists.
 const RECENT: usize = 50;
 /// The shortest time between two samples of the rates.
@@ -146,7 +150,7 @@ const NEAREST: usize = 20;
 
 impl Metrics {
     pub(crate) fn new() -> Self {
-        Metrics {
+        let m = Metrics {
             sessions_created: Counter::default(),
             sessions_deleted: Counter::default(),
             sessions_expired: Counter::default(),
@@ -165,7 +169,24 @@ impl Metrics {
             recent: Default::default(),
             refused: AtomicU64::new(0),
             samples: Default::default(),
+        };
+        // Every label value there can be, at 0, so that a scrape lists each
+        // series before its first event (a dashboard shows 0, not "no data").
+        for k in gapless::ErrorKind::ALL {
+            drop(m.refusals.get_or_create(&Kind { kind: k.as_str() }));
         }
+        for outcome in std::iter::once("ok").chain(gapless::ErrorKind::ALL.iter().map(|k| k.as_str())) {
+            drop(m.resumes.get_or_create(&Outcome { outcome }));
+            drop(m.migrations.get_or_create(&Outcome { outcome }));
+            drop(m.redeems.get_or_create(&Outcome { outcome }));
+        }
+        for k in NO_ROOM {
+            drop(m.sessions_refused.get_or_create(&Reason { reason: k.as_str() }));
+        }
+        for code in CLOSE_CODES {
+            drop(m.socket_closes.get_or_create(&Code { code }));
+        }
+        m
     }
 
     /// Counts and keeps a refusal (`session`: the tag of the session the

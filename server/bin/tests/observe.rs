@@ -378,3 +378,35 @@ async fn paced_publishes_that_waited_are_counted() {
     assert!(wait_count(&m) >= 1.0, "{m}");
     assert!(value(&m, "gapless_paced_wait_seconds_sum") > 0.0, "{m}");
 }
+
+/// Every metric the Grafana dashboard (`docs/grafana/gapless.json`) asks
+/// for is one the server exports.
+#[tokio::test]
+async fn the_dashboard_uses_only_exported_metrics() {
+    let s = common::start(ServerConfig::default()).await;
+    let text = s.server.metrics_text();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/grafana/gapless.json");
+    let dashboard: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("gapless_") {
+                let name: String =
+                    rest[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                rest = &rest[i + name.len()..];
+                names.insert(name);
+            }
+        }
+    }
+    assert!(names.len() >= 15, "{names:?}");
+    for name in &names {
+        let family =
+            ["_bucket", "_count", "_sum", "_total"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "the dashboard's {name} is not exported:\n{text}"
+        );
+    }
+}
