@@ -81,11 +81,23 @@ impl PaceGate {
         let mut notified = std::pin::pin!(self.notify.notified());
         notified.as_mut().enable();
         self.producers_waiting.fetch_add(1, SeqCst);
+        // Taken back when this returns, or when the publish is dropped while
+        // it waits (else every later read would wake publishers for nothing).
+        let _announced = Announced(&self.producers_waiting);
         fence(SeqCst);
         if lags() && !closed() {
             notified.await;
         }
-        self.producers_waiting.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A waiting publisher's announcement in `producers_waiting`, withdrawn on
+/// drop.
+struct Announced<'a>(&'a AtomicUsize);
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 
@@ -160,5 +172,27 @@ impl Pacer {
     /// The stream it publishes on.
     pub fn stream(&self) -> &StreamHandle {
         &self.stream
+    }
+}
+
+#[cfg(all(test, not(gapless_loom)))]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    #[test]
+    fn a_publish_dropped_while_it_waits_withdraws_its_announcement() {
+        let gate = PaceGate::default();
+        let mut wait = Box::pin(gate.wait(&|| true, &|| false));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Pending), "it waits");
+        assert_eq!(gate.producers_waiting.load(SeqCst), 1);
+        drop(wait);
+        assert_eq!(gate.producers_waiting.load(SeqCst), 0, "dropped: no publisher waits");
+        // One that does not need to wait leaves none announced either.
+        let mut quick = Box::pin(gate.wait(&|| false, &|| false));
+        assert!(matches!(quick.as_mut().poll(&mut cx), Poll::Ready(())));
+        assert_eq!(gate.producers_waiting.load(SeqCst), 0);
     }
 }
