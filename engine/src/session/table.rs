@@ -427,9 +427,23 @@ impl SessionFacts for Session {
             .filter(|i| i.high > i.delivered)
             .map(|i| Pending { id: i.id, delivered: i.delivered.0, high: i.high.0 })
             .collect();
-        let oldest = reader.oldest().0;
-        let snap =
-            if pending.is_empty() { None } else { reader.snapshot(Seq(oldest.saturating_sub(1))).ok() };
+        // The verdict needs the window from exactly the `oldest` it is
+        // given: a window that starts later (or none) hides retained
+        // undelivered events, and then a migration past them would be
+        // granted. The pin fails only if the producer evicted a chunk after
+        // the `oldest` load; then look again (each retry means the producer
+        // made progress).
+        let (oldest, snap) = loop {
+            let oldest = reader.oldest().0;
+            if pending.is_empty() {
+                break (oldest, None);
+            }
+            match reader.snapshot(Seq(oldest.saturating_sub(1))) {
+                Ok(snap) => break (oldest, Some(snap)),
+                Err(SnapshotError::Evicted { .. }) => continue,
+                Err(e) => unreachable!("a session snapshot from the window's start: {e:?}"),
+            }
+        };
         let window =
             snap.iter().flat_map(|s| s.iter().map(|e| (e.seq.0, e.stream, s.prev_in_stream(e.seq.0))));
         gap::first_undelivered_at_or_below(c, &pending, oldest, reader.reclaimed_undelivered(), window)
@@ -451,3 +465,4 @@ impl SessionFacts for Session {
         false
     }
 }
+
