@@ -416,6 +416,14 @@ fn tickets_are_single_use_bound_and_bounded() {
         gapless::session::TicketError::Unknown
     );
     assert_eq!(hub.redeem("garbage", None, None).unwrap_err(), gapless::session::TicketError::Unknown);
+    // Bound to the caller it was issued to: another caller's redeem is
+    // refused (and does not use the ticket up), the issuer's succeeds.
+    let bound = hub.create(Some("alice")).unwrap();
+    let sid = bound.id().to_string();
+    let t = hub.migrate(ResumeRequest::new(&sid).owner(Some("alice"))).unwrap().ticket.to_string();
+    assert_eq!(hub.redeem(&t, None, Some("bob")).unwrap_err(), gapless::session::TicketError::Foreign);
+    assert_eq!(hub.redeem(&t, None, None).unwrap_err(), gapless::session::TicketError::Foreign);
+    assert!(hub.redeem(&t, Some(&bound.id()), Some("alice")).is_ok());
     let short =
         Hub::new(HubConfig { ticket_ttl: std::time::Duration::ZERO, ..HubConfig::default() }).unwrap();
     let s = short.create(None).unwrap();
