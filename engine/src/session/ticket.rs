@@ -161,3 +161,33 @@ impl TicketIndex {
         lock(&self.map).get(&ticket.0).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Ticket, TicketError};
+
+    /// A ticket is a bearer secret: its `Debug` (what logs print) names
+    /// only its first four hex digits; its `Display` is the whole secret
+    /// the client presents.
+    #[test]
+    fn tickets_print_in_logs_without_their_secret() {
+        let t = Ticket::random();
+        let full = t.to_string();
+        assert_eq!(Ticket::parse(&full), Some(t));
+        assert_eq!(format!("{t:?}"), format!("Ticket({}…)", &full[..4]));
+    }
+
+    #[test]
+    fn ticket_errors_say_why() {
+        let said = [
+            (TicketError::TooMany { max: 4 }, "at most 4 outstanding tickets per session"),
+            (TicketError::Unknown, "unknown ticket"),
+            (TicketError::Foreign, "ticket belongs to another session"),
+            (TicketError::Redeemed, "ticket already used"),
+            (TicketError::Expired, "ticket expired"),
+        ];
+        for (e, text) in said {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+}
