@@ -177,6 +177,23 @@ mod tests {
         assert_eq!(format!("{t:?}"), format!("Ticket({}…)", &full[..4]));
     }
 
+    /// At most `max` outstanding tickets: one that expired (its redeem
+    /// says `Expired` from its expiry instant on) no longer counts.
+    #[test]
+    fn an_expired_ticket_is_not_outstanding() {
+        use super::{TicketBook, TicketIndex};
+        use crate::ring::{ring, RingConfig};
+        use crate::session::secret::SessionId;
+        use gapless_wire::Seq;
+        let (_p, r) = ring(RingConfig::new(4, 1 << 10)).unwrap();
+        let (book, index) = (TicketBook::new(SessionId::random()), TicketIndex::default());
+        let snap = || r.snapshot(Seq(0)).unwrap();
+        index.issue(&book, Seq(0), snap(), 0, 10, 1).unwrap();
+        assert_eq!(index.issue(&book, Seq(0), snap(), 9, 19, 1), Err(TicketError::TooMany { max: 1 }));
+        let t = index.issue(&book, Seq(0), snap(), 10, 20, 1).expect("the first expired at 10");
+        assert_eq!((index.len(), index.lookup(&t).map(|(_, e)| e)), (1, Some(20)));
+    }
+
     #[test]
     fn ticket_errors_say_why() {
         let said = [
