@@ -202,6 +202,18 @@ fn rows() -> Vec<Row> {
             expect: Refused(ErrorKind::NamespaceMismatch),
         },
         Row {
+            // Seq 2 was b's, and is evicted: the standalone stream's span
+            // (its first event is seq 5) says it was not the standalone's.
+            name: "4 cursor naming a stream an evicted event does not belong to",
+            form: Stream,
+            req: |f| Req {
+                session_id: sid(&f.lossy),
+                cursor: id(&f.lossy, f.lossy.standalone().id(), 2),
+                owner: None,
+            },
+            expect: Refused(ErrorKind::NamespaceMismatch),
+        },
+        Row {
             name: "4 cursor of a tag gapless never minted",
             form: Migration,
             req: |f| Req { session_id: sid(&f.s), cursor: Some("abc-2".into()), owner: ALICE },

@@ -511,3 +511,47 @@ fn stress_stream_directory_churn() {
     let live = (1..=r.streams_opened()).filter(|&id| r.stream(StreamId(id)).is_some()).count();
     assert!(live <= 64, "{live} stream records kept with 16 retained events");
 }
+
+/// `docs/SPEC.md` §4.2, row 6, migration form, racing eviction: while an
+/// event at or below the cursor was never delivered, no migration check is
+/// granted, however the producer moves the window during the check (it
+/// reads the window's start, then pins the window: a chunk recycled in
+/// between must not leave the check without its evidence).
+#[test]
+fn stress_migration_check_racing_eviction_never_skips_an_undelivered_event() {
+    use gapless::{Hub, HubConfig, ResumeRequest};
+    let ring = RingConfig { chunk_events: 1, ..RingConfig::new(8, 1 << 20) };
+    let hub = Hub::new(HubConfig { ring, ..HubConfig::default() }).unwrap();
+    let s = hub.create(None).unwrap();
+    let sid = s.id().to_string();
+    let hot = s.open_stream().unwrap();
+    let cold = s.open_stream().unwrap(); // never delivered
+    let done = AtomicBool::new(false);
+    let checks = if cfg!(miri) { 50 } else { 20_000 };
+    let granted = thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut index = 0;
+            while !done.load(Ordering::Acquire) {
+                let seq = s.publish(&hot, Bytes::new()).unwrap();
+                index += 1;
+                let ev =
+                    gapless::Event { seq, stream: hot.id(), index_in_stream: index, payload: Bytes::new() };
+                assert!(hot.mark_delivered(&ev));
+            }
+        });
+        let mut granted = Vec::new();
+        for _ in 0..checks {
+            let u = s.publish(&cold, Bytes::new()).unwrap();
+            // A cursor at or after `u`: the newest event (of either stream).
+            let head = s.reader().head();
+            let Some(stream) = s.reader().stream_of(head) else { continue };
+            let cursor = s.event_id(stream, head).to_string();
+            if let Ok(r) = hub.check_migration(ResumeRequest::new(&sid).cursor(&cursor)) {
+                granted.push((u, r.after));
+            }
+        }
+        done.store(true, Ordering::Release);
+        granted
+    });
+    assert!(granted.is_empty(), "granted past never-delivered events (seq, cursor): {granted:?}");
+}

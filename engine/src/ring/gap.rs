@@ -227,6 +227,18 @@ mod tests {
         assert_eq!(session_gap(3, 9), Err(Missing::Exact(5)));
     }
 
+    /// What a `gap_not_covered` body's `missing` says (`docs/SPEC.md`
+    /// §4.2): the count, or 0 when unknown; and how it reads in a message.
+    #[test]
+    fn missing_counts() {
+        assert_eq!((Missing::Exact(5).count(), Missing::Exact(5).is_exact()), (5, true));
+        assert_eq!((Missing::AtLeast(3).count(), Missing::AtLeast(3).is_exact()), (3, false));
+        assert_eq!((Missing::Unknown.count(), Missing::Unknown.is_exact()), (0, false));
+        assert_eq!(Missing::Exact(5).to_string(), "5");
+        assert_eq!(Missing::AtLeast(3).to_string(), "at least 3");
+        assert_eq!(Missing::Unknown.to_string(), "an unknown number of");
+    }
+
     #[test]
     fn undelivered_below_a_cursor() {
         let s1 = StreamId(1);

@@ -169,4 +169,16 @@ mod tests {
         }
         assert_eq!(hub.tickets.len(), 0);
     }
+
+    /// A refused migration says why: the refusal's or the ticket's message.
+    #[test]
+    fn migrate_errors_display_their_cause() {
+        use crate::session::{MigrateError, TicketError};
+        use crate::Refusal;
+        assert_eq!(MigrateError::Refused(Refusal::UnknownSession).to_string(), "unknown session");
+        assert_eq!(
+            MigrateError::Ticket(TicketError::TooMany { max: 4 }).to_string(),
+            "at most 4 outstanding tickets per session"
+        );
+    }
 }

@@ -100,3 +100,15 @@ impl Hub {
         Ok(Resume { session, cursor: d.cursor, after: d.after, stream: d.stream, snapshot: d.replay })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ResumeRequest;
+
+    #[test]
+    fn a_request_carries_what_the_transport_read() {
+        let req = ResumeRequest::new("s").cursor("c").owner(Some("alice"));
+        assert_eq!(req, ResumeRequest { session_id: Some("s"), cursor: Some("c"), owner: Some("alice") });
+        assert_eq!(ResumeRequest::new("s").owner(None).cursor, None);
+    }
+}

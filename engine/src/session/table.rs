@@ -427,9 +427,23 @@ impl SessionFacts for Session {
             .filter(|i| i.high > i.delivered)
             .map(|i| Pending { id: i.id, delivered: i.delivered.0, high: i.high.0 })
             .collect();
-        let oldest = reader.oldest().0;
-        let snap =
-            if pending.is_empty() { None } else { reader.snapshot(Seq(oldest.saturating_sub(1))).ok() };
+        // The verdict needs the window from exactly the `oldest` it is
+        // given: a window that starts later (or none) hides retained
+        // undelivered events, and then a migration past them would be
+        // granted. The pin fails only if the producer evicted a chunk after
+        // the `oldest` load; then look again (each retry means the producer
+        // made progress).
+        let (oldest, snap) = loop {
+            let oldest = reader.oldest().0;
+            if pending.is_empty() {
+                break (oldest, None);
+            }
+            match reader.snapshot(Seq(oldest.saturating_sub(1))) {
+                Ok(snap) => break (oldest, Some(snap)),
+                Err(SnapshotError::Evicted { .. }) => continue,
+                Err(e) => unreachable!("a session snapshot from the window's start: {e:?}"),
+            }
+        };
         let window =
             snap.iter().flat_map(|s| s.iter().map(|e| (e.seq.0, e.stream, s.prev_in_stream(e.seq.0))));
         gap::first_undelivered_at_or_below(c, &pending, oldest, reader.reclaimed_undelivered(), window)
@@ -449,5 +463,178 @@ impl SessionFacts for Session {
 
     fn nonces(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NS: Namespace = Namespace(0x00ab_34ff_9c01_de77);
+
+    /// A store that keeps a nonce per event, as the Redis store does (§8.4):
+    /// seqs 1..=6 published, 3..=6 retained, alternately on streams 1 and
+    /// 2, each with nonce `0x100 + seq`; every event delivered. A failover
+    /// lost seqs up to `lost_up_to`.
+    struct Nonced {
+        lost_up_to: Option<Seq>,
+    }
+
+    const HEAD: u64 = 6;
+    const OLDEST: u64 = 3;
+
+    fn stream_of(seq: u64) -> StreamId {
+        StreamId(2 - seq % 2)
+    }
+
+    impl SessionFacts for Nonced {
+        type Replay = Vec<u64>;
+        fn namespace(&self) -> Namespace {
+            NS
+        }
+        fn streams_opened(&self) -> u64 {
+            2
+        }
+        fn head(&self) -> Seq {
+            Seq(HEAD)
+        }
+        fn oldest(&self) -> Seq {
+            Seq(OLDEST)
+        }
+        fn entry(&self, seq: Seq) -> Option<Entry> {
+            (OLDEST..=HEAD)
+                .contains(&seq.0)
+                .then(|| Entry { stream: stream_of(seq.0), check: Some(0x100 + seq.0) })
+        }
+        fn stream(&self, id: StreamId) -> Option<StreamInfo> {
+            let high = Seq(HEAD - (HEAD + id.0) % 2);
+            Some(StreamInfo { id, first: Seq(id.0), high, published: 3, delivered: high, ended: false })
+        }
+        fn tombstone(&self, _: StreamId) -> Option<(Seq, Seq)> {
+            None
+        }
+        fn first_undelivered_at_or_below(&self, _: Seq) -> Option<Seq> {
+            None
+        }
+        fn replay_stream(&self, stream: StreamId, after: Seq) -> Result<Vec<u64>, SnapshotError> {
+            let seqs = (after.0 + 1..=HEAD).filter(|&s| stream_of(s) == stream);
+            self.replay_session(after).map(|_| seqs.collect())
+        }
+        fn replay_session(&self, after: Seq) -> Result<Vec<u64>, SnapshotError> {
+            match gap::session_gap(after.0, OLDEST) {
+                Ok(()) => Ok((after.0 + 1..=HEAD).collect()),
+                Err(missing) => {
+                    Err(SnapshotError::Evicted { wanted: Seq(after.0 + 1), oldest: Seq(OLDEST), missing })
+                }
+            }
+        }
+        fn replay_empty(&self, _: Seq, _: StreamId) -> Vec<u64> {
+            Vec::new()
+        }
+        fn nonces(&self) -> bool {
+            true
+        }
+        fn lost_up_to(&self) -> Option<Seq> {
+            self.lost_up_to
+        }
+    }
+
+    /// The cursor of event `seq` as the store minted it, or with another
+    /// check (`Some(n)`), or none (`None`).
+    fn cursor(seq: u64, check: Option<u64>) -> String {
+        let id = EventId::new(NS, stream_of(seq), Seq(seq));
+        match check {
+            Some(n) => id.with_check(n).to_string(),
+            None => id.to_string(),
+        }
+    }
+
+    fn minted(seq: u64) -> String {
+        cursor(seq, Some(0x100 + seq))
+    }
+
+    /// §4.2's nonce row, on a store that keeps nonces (§8.4): a check is
+    /// compared while its event is retained, a seq beyond the head is lost
+    /// up to what the store is known to have lost and never emitted beyond,
+    /// and an unchecked cursor of a retained event is foreign.
+    #[test]
+    fn the_nonce_row_on_a_store_with_nonces() {
+        let kind = |facts: &Nonced, c: &str, target| {
+            decide(facts, Some(c), target).map(|d| d.replay).map_err(|r| r.kind())
+        };
+        let whole = Nonced { lost_up_to: None };
+        let failed_over = Nonced { lost_up_to: Some(Seq(HEAD + 2)) };
+        for facts in [&whole, &failed_over] {
+            // The event the client saw is still the store's: resumed, at
+            // the head (nothing after it) and below it.
+            assert_eq!(kind(facts, &minted(HEAD), Target::Stream), Ok(vec![]));
+            assert_eq!(kind(facts, &minted(HEAD - 1), Target::Stream), Ok(vec![]));
+            assert_eq!(kind(facts, &minted(OLDEST), Target::Session), Ok(vec![4, 5, 6]));
+            // Another nonce at its seq: the store lost it and reused the seq.
+            let r = decide(facts, Some(&cursor(4, Some(0x999))), Target::Stream).unwrap_err();
+            assert_eq!(
+                r,
+                Refusal::HistoryRewritten {
+                    cursor: EventId::parse(&cursor(4, Some(0x999))).unwrap(),
+                    head: Seq(HEAD)
+                }
+            );
+            // The store minted every retained event's id with a check.
+            assert_eq!(kind(facts, &cursor(4, None), Target::Stream), Err(ErrorKind::NamespaceMismatch));
+            // An evicted event's check cannot be compared, and its unchecked
+            // id is not foreign: the gap decides.
+            assert_eq!(kind(facts, &cursor(1, Some(0x999)), Target::Session), Err(ErrorKind::GapNotCovered));
+            assert_eq!(kind(facts, &cursor(1, None), Target::Session), Err(ErrorKind::GapNotCovered));
+        }
+        // Beyond the head: lost (up to what the store is known to have
+        // lost), else never emitted.
+        assert_eq!(kind(&whole, &minted(HEAD + 1), Target::Stream), Err(ErrorKind::CursorAhead));
+        assert_eq!(kind(&failed_over, &minted(HEAD + 1), Target::Stream), Err(ErrorKind::HistoryRewritten));
+        assert_eq!(kind(&failed_over, &minted(HEAD + 2), Target::Session), Err(ErrorKind::HistoryRewritten));
+        assert_eq!(kind(&failed_over, &minted(HEAD + 3), Target::Stream), Err(ErrorKind::CursorAhead));
+        assert_eq!(kind(&failed_over, &cursor(HEAD + 1, None), Target::Stream), Err(ErrorKind::CursorAhead));
+    }
+
+    /// The refusal's message (the JSON body's `message`) names what the
+    /// client must act on: the cursor and the numbers.
+    #[test]
+    fn refusals_say_what_is_missing() {
+        let c = EventId::new(Namespace(0x00ab_34ff_9c01_de77), StreamId(2), Seq(5));
+        let messages = [
+            (Refusal::ResumeRequiresSession, "a resume cursor needs a session id"),
+            (Refusal::UnknownSession, "unknown session"),
+            (Refusal::MalformedCursor { reason: MalformedReason::Empty }, "malformed cursor: empty"),
+            (
+                Refusal::NamespaceMismatch { cursor: "x-1".into() },
+                "cursor belongs to another session, incarnation or stream",
+            ),
+            (
+                Refusal::HistoryRewritten { cursor: c, head: Seq(3) },
+                "the event of cursor 00ab34ff9c01de77_2-5 is no longer the store's (lost in a failover; newest seq is 3)",
+            ),
+            (
+                Refusal::StoreUnavailable { reason: "timed out".into() },
+                "the session store is unavailable: timed out",
+            ),
+            (
+                Refusal::CursorAhead { cursor: c, head: Seq(4) },
+                "cursor 00ab34ff9c01de77_2-5 is ahead of the newest event 4",
+            ),
+            (
+                Refusal::CursorNotDelivered { cursor: c, undelivered: Some(Seq(5)) },
+                "cursor 00ab34ff9c01de77_2-5 names an event that was never delivered",
+            ),
+            (
+                Refusal::GapNotCovered { cursor: Some(c), oldest: Seq(9), oldest_id: None, missing: Missing::AtLeast(1) },
+                "at least 1 event(s) after 00ab34ff9c01de77_2-5 were evicted; oldest retained seq is 9",
+            ),
+            (
+                Refusal::GapNotCovered { cursor: None, oldest: Seq(4), oldest_id: None, missing: Missing::Exact(3) },
+                "3 event(s) after the start were evicted; oldest retained seq is 4",
+            ),
+        ];
+        for (r, text) in messages {
+            assert_eq!(r.to_string(), text);
+        }
     }
 }

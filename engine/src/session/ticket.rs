@@ -161,3 +161,50 @@ impl TicketIndex {
         lock(&self.map).get(&ticket.0).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Ticket, TicketError};
+
+    /// A ticket is a bearer secret: its `Debug` (what logs print) names
+    /// only its first four hex digits; its `Display` is the whole secret
+    /// the client presents.
+    #[test]
+    fn tickets_print_in_logs_without_their_secret() {
+        let t = Ticket::random();
+        let full = t.to_string();
+        assert_eq!(Ticket::parse(&full), Some(t));
+        assert_eq!(format!("{t:?}"), format!("Ticket({}…)", &full[..4]));
+    }
+
+    /// At most `max` outstanding tickets: one that expired (its redeem
+    /// says `Expired` from its expiry instant on) no longer counts.
+    #[test]
+    fn an_expired_ticket_is_not_outstanding() {
+        use super::{TicketBook, TicketIndex};
+        use crate::ring::{ring, RingConfig};
+        use crate::session::secret::SessionId;
+        use gapless_wire::Seq;
+        let (_p, r) = ring(RingConfig::new(4, 1 << 10)).unwrap();
+        let (book, index) = (TicketBook::new(SessionId::random()), TicketIndex::default());
+        let snap = || r.snapshot(Seq(0)).unwrap();
+        index.issue(&book, Seq(0), snap(), 0, 10, 1).unwrap();
+        assert_eq!(index.issue(&book, Seq(0), snap(), 9, 19, 1), Err(TicketError::TooMany { max: 1 }));
+        let t = index.issue(&book, Seq(0), snap(), 10, 20, 1).expect("the first expired at 10");
+        assert_eq!((index.len(), index.lookup(&t).map(|(_, e)| e)), (1, Some(20)));
+    }
+
+    #[test]
+    fn ticket_errors_say_why() {
+        let said = [
+            (TicketError::TooMany { max: 4 }, "at most 4 outstanding tickets per session"),
+            (TicketError::Unknown, "unknown ticket"),
+            (TicketError::Foreign, "ticket belongs to another session"),
+            (TicketError::Redeemed, "ticket already used"),
+            (TicketError::Expired, "ticket expired"),
+        ];
+        for (e, text) in said {
+            assert_eq!(e.to_string(), text);
+        }
+    }
+}

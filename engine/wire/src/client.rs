@@ -888,6 +888,7 @@ mod tests {
         assert_eq!(g.migration_cursor(), Some(ev(1000, 1000)));
         let req = g.upgrade_request().unwrap();
         assert_eq!(req.body_json(), r#"{"cursor":"00ab34ff9c01de77_1000-1000"}"#);
+        assert_eq!(req.cursor(), Some(ev(1000, 1000)), "the cursor is the processed prefix");
         assert_eq!(req.session_id(), "s-7f3a");
     }
 
@@ -1152,6 +1153,8 @@ mod tests {
             ProcessError::NamespaceMismatch { expected: NS, found: Namespace(1) }.to_string(),
             "namespace 0000000000000001 is not the session's 00ab34ff9c01de77"
         );
+        assert_eq!(SessionIdError::Empty.to_string(), "empty session id");
+        assert_eq!(SessionIdError::BadByte { at: 2 }.to_string(), "session id byte 2 is not visible ASCII");
         assert_eq!(RequestId::from("a").to_string(), "\"a\"");
         assert_eq!(RequestId::from(3).to_string(), "3");
     }

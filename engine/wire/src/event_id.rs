@@ -501,6 +501,11 @@ mod tests {
             ParseError::Malformed(M::TooLong { len: 200 }).to_string(),
             "malformed event id: 200 bytes, more than 128"
         );
+        // The reason is the error's source, so an error chain names it.
+        use std::error::Error;
+        let e = ParseError::Malformed(M::TooLong { len: 200 });
+        assert_eq!(e.source().map(|r| r.to_string()).as_deref(), Some("200 bytes, more than 128"));
+        assert!(ParseError::ForeignTag.source().is_none());
     }
 
     /// xorshift64*: a tiny deterministic generator for property tests.

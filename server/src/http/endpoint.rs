@@ -331,3 +331,32 @@ async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError
     state.remove(&conn.session.id());
     Ok(StatusCode::NO_CONTENT.into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::standalone_gap;
+    use gapless::ring::SnapshotError;
+    use gapless::{Missing, Seq, StreamId};
+    use serde_json::json;
+
+    /// A standalone backlog evicted before any GET was open is refused with
+    /// the gap's numbers (no cursor: the client named none).
+    #[test]
+    fn an_evicted_standalone_backlog_is_gap_not_covered() {
+        let e = standalone_gap(SnapshotError::Evicted {
+            wanted: Seq(3),
+            oldest: Seq(10),
+            missing: Missing::AtLeast(2),
+        });
+        assert_eq!(e.status().as_u16(), 409);
+        let b = e.body();
+        assert_eq!(
+            (&b["error"], &b["cursor"], &b["oldest"], &b["missing"]),
+            (&json!("gap_not_covered"), &json!(null), &json!(10), &json!(2))
+        );
+        // The standalone stream's record is never reclaimed while its
+        // session lives: not finding it means the session is gone.
+        let e = standalone_gap(SnapshotError::UnknownStream { stream: StreamId(1) });
+        assert_eq!((e.status().as_u16(), &e.body()["error"]), (404, &json!("unknown_session")));
+    }
+}
