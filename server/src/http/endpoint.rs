@@ -207,6 +207,7 @@ async fn initialize(
         slot,
         cluster,
     ));
+    conn.set_initialize_params(params);
     state.insert(Arc::clone(&conn));
     let result = dispatch::initialize_result(&state, version);
     let sid = session.id().to_string();
