@@ -1,8 +1,9 @@
 //! A counter server written as rmcp's own examples write one
 //! (`#[tool_router]`, `#[tool_handler]`), plus `emit_events`, the demo
 //! server's tool with the same contract (`docs/SPEC.md` §5.1). Nothing in it
-//! knows about gapless: `rmcp_counter.rs` serves it, and the tests of
-//! `gapless-rmcp` drive it.
+//! knows about gapless: `rmcp_counter.rs` serves it, the bundled binary
+//! serves it with `--host rmcp-counter` (`server/bin/src/lib.rs` includes
+//! this file), and the tests of `gapless-rmcp` drive it.
 
 #![allow(deprecated)] // rmcp 3.11 marks the logging API deprecated (SEP-2577); it is the API.
 #![allow(dead_code)] // Each user of the module uses a part of it.
