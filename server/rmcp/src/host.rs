@@ -5,7 +5,10 @@
 //! - **One handler per session.** The factory runs when a session's first
 //!   request or notification arrives (gapless answers `initialize` itself,
 //!   from the handler's `get_info`), and the handler lives until the session
-//!   ends ([`SessionHandle::closed`]).
+//!   ends ([`SessionHandle::closed`]). If that first message is not
+//!   `notifications/initialized` (in cluster mode it may have gone to
+//!   another node), the handler gets an `on_initialized` anyway (run, as
+//!   rmcp runs every notification handler, in a task of its own).
 //! - **A session-wide rmcp service** (`serve_directly` on the shared handler,
 //!   over an in-memory [`link`](crate::link)) gets the client's
 //!   notifications (`notifications/initialized` → `on_initialized`, roots
@@ -163,7 +166,7 @@ impl<S: ServerHandler> Host for RmcpHost<S> {
                 return;
             }
         };
-        match Inner::session(&self.inner, session) {
+        match Inner::session(&self.inner, session, method == "notifications/initialized") {
             Ok(s) => {
                 let _ = s.inbound.send(parsed);
             }
@@ -192,7 +195,13 @@ fn rpc_error(e: rmcp::ErrorData) -> RpcError {
 impl<S: ServerHandler> Inner<S> {
     /// The session's handler, made (with its session-wide service) on the
     /// session's first message.
-    fn session(me: &Arc<Self>, handle: &SessionHandle) -> Result<Arc<Session<S>>, RpcError> {
+    /// `initialized`: the message that makes it is the client's
+    /// `notifications/initialized`.
+    fn session(
+        me: &Arc<Self>,
+        handle: &SessionHandle,
+        initialized: bool,
+    ) -> Result<Arc<Session<S>>, RpcError> {
         let id = handle.id();
         let mut sessions = lock(&me.sessions);
         if let Some(s) = sessions.get(&id) {
@@ -214,6 +223,17 @@ impl<S: ServerHandler> Inner<S> {
         let (transport, link) = link::pair();
         let service = serve_directly(Arc::clone(&handler), transport, client.clone());
         let session = Arc::new(Session { handler, client, inbound: link.inbound.clone(), _service: service });
+        if !initialized {
+            // The client's `notifications/initialized` went to another node
+            // (cluster mode), or this is not it: the handler still gets its
+            // `on_initialized`, and with it the session's peer. rmcp's loop
+            // runs it in a task of its own, as it runs every notification's,
+            // so it may finish after the request that made the session began.
+            let n = message(None, "notifications/initialized", &Value::Null);
+            if let Ok(n) = serde_json::from_value::<ClientJsonRpcMessage>(n) {
+                let _ = link.inbound.send(n);
+            }
+        }
         sessions.insert(id.clone(), Arc::clone(&session));
         drop(sessions);
         tokio::spawn(standalone(Arc::downgrade(me), id, handle.clone(), link));
@@ -227,7 +247,7 @@ impl<S: ServerHandler> Inner<S> {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        let session = Inner::session(&self, &ctx.session())?;
+        let session = Inner::session(&self, &ctx.session(), false)?;
         let msg = message(Some(ctx.request_id()), &method, &params);
         let (id, mut request) = match serde_json::from_value::<ClientJsonRpcMessage>(msg) {
             Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) => (id, request),

@@ -466,6 +466,39 @@ async fn the_sessions_peer_works_outside_requests_and_knows_the_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_whose_session_skipped_initialized_still_gets_on_initialized() {
+    // As on a cluster node that never saw the client's
+    // notifications/initialized: the first message is a request.
+    let addr = counter_server().await;
+    let init = raw_post(
+        addr,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    let sid =
+        init.lines().find_map(|l| l.strip_prefix("mcp-session-id: ")).expect("session id").trim().to_owned();
+    // The first request makes the handler; its on_initialized runs in a
+    // task of its own (as rmcp runs it), so the call may come before it.
+    let t0 = tokio::time::Instant::now();
+    let body = loop {
+        let body = raw_post(
+            addr,
+            Some(&sid),
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "emit_events", "arguments": {"count": 1, "target": "standalone"}}}),
+        )
+        .await;
+        if !body.contains("no peer yet") || t0.elapsed() > Duration::from_secs(5) {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(body.contains("emitted 1"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_handler_lives_until_the_session_ends() {
     let host = RmcpHost::new(|| Ok(counter::Counter::new())).unwrap();
     let server = gapless_server::McpServer::builder(host.clone()).path("/").build().unwrap();
