@@ -34,7 +34,6 @@ pub(crate) fn initialize_result(state: &AppState, version: &str) -> Value {
 /// Handles a client notification (answered 202 over HTTP).
 pub(crate) fn handle_notification(state: &AppState, conn: &Arc<Conn>, method: &str, params: &Value) {
     match method {
-        "notifications/initialized" => {}
         "notifications/cancelled" => {
             if let Some(id) = params.get("requestId") {
                 if !conn.cancel_request(id) {

@@ -40,8 +40,9 @@ pub trait Host: Send + Sync + 'static {
         ctx: RequestContext,
     ) -> BoxFuture<'static, Result<Value, RpcError>>;
 
-    /// Called for client notifications other than `initialized` and
-    /// `cancelled` (which the transport handles).
+    /// Called for every client notification but `notifications/cancelled`
+    /// (which the transport handles: it cancels the request's context),
+    /// `notifications/initialized` included.
     fn on_notification(&self, _method: &str, _params: &Value, _session: &SessionHandle) {}
 }
 
@@ -171,6 +172,37 @@ impl SessionHandle {
     /// stream (paced). The caller guarantees they are one JSON message.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
         self.conn.publish_bytes(&self.conn.standalone, message).await
+    }
+
+    /// The `params` of the session's `initialize` request as the client sent
+    /// them (its `clientInfo` and `capabilities`); `None` where this process
+    /// did not receive that request (a cluster node serving a session that
+    /// another node created).
+    pub fn initialize_params(&self) -> Option<Value> {
+        self.conn.initialize_params()
+    }
+
+    /// Sends a request to the client on the standalone stream (one that no
+    /// client request caused, e.g. `roots/list` after
+    /// `notifications/roots/list_changed`) and waits for the response the
+    /// client POSTs back (or sends over its WebSocket). Ends with
+    /// [`ClientRequestError::Cancelled`] when the session ends, and
+    /// [`ClientRequestError::Timeout`] after the configured client-request
+    /// timeout.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
+        self.conn.client_request(&self.conn.standalone, method, params, &self.conn.closed).await
+    }
+
+    /// Whether the session ended (deleted, expired, or the server shut
+    /// down).
+    pub fn is_closed(&self) -> bool {
+        self.conn.closed.is_cancelled()
+    }
+
+    /// Resolves when the session ends (deleted, expired, or the server shut
+    /// down): where an application drops what it keeps per session.
+    pub async fn closed(&self) {
+        self.conn.closed.cancelled().await
     }
 
     /// Sends a log notification on the standalone stream if the session's

@@ -157,6 +157,9 @@ pub(crate) struct Conn {
     /// The negotiated protocol version (a legacy session's is set by its
     /// `initialize`, which comes after the session exists).
     protocol_version: Mutex<String>,
+    /// The `params` of the session's `initialize` as the client sent them;
+    /// `None` on a node that did not receive it (cluster mode).
+    initialize_params: Mutex<Option<Value>>,
     /// A legacy (HTTP+SSE) session answered its `initialize` already.
     pub(crate) legacy_initialized: std::sync::atomic::AtomicBool,
     /// Pacing handle of the standalone stream.
@@ -216,6 +219,7 @@ impl Conn {
             hub,
             config,
             protocol_version: Mutex::new(protocol_version),
+            initialize_params: Mutex::new(None),
             legacy_initialized: std::sync::atomic::AtomicBool::new(false),
             log_level: AtomicU8::new(0),
             _client: client,
@@ -252,6 +256,14 @@ impl Conn {
 
     pub(crate) fn set_protocol_version(&self, v: &str) {
         *lock(&self.protocol_version) = v.to_owned();
+    }
+
+    pub(crate) fn initialize_params(&self) -> Option<Value> {
+        lock(&self.initialize_params).clone()
+    }
+
+    pub(crate) fn set_initialize_params(&self, params: Value) {
+        *lock(&self.initialize_params) = Some(params);
     }
 
     pub(crate) fn log_level(&self) -> crate::host::LogLevel {

@@ -14,6 +14,10 @@ use tracing_subscriber::EnvFilter;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
+    /// The application: the demo tools and conformance fixtures, or
+    /// gapless-rmcp's counter example (an rmcp `ServerHandler`).
+    #[arg(long, value_enum, default_value_t = HostKind::Demo)]
+    host: HostKind,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: SocketAddr,
@@ -139,6 +143,15 @@ fn check_metrics_path(metrics: &str, endpoint: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Which application the server runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum HostKind {
+    /// `DemoHost`: `emit_events` and the conformance fixtures.
+    Demo,
+    /// gapless-rmcp's counter: `increment`, `decrement`, `get_value`, `emit_events`.
+    RmcpCounter,
+}
+
 /// `512M`, `2G`, `1048576`, `unlimited`.
 fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim();
@@ -237,7 +250,16 @@ async fn main() -> std::io::Result<()> {
     config.max_inflight_requests = a.max_inflight_requests;
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
-    let mut builder = McpServer::builder(DemoHost);
+    let mut builder = match a.host {
+        HostKind::Demo => McpServer::builder(DemoHost),
+        HostKind::RmcpCounter => match gapless_server_bin::rmcp_counter() {
+            Ok(host) => McpServer::builder(host),
+            Err(e) => {
+                eprintln!("gapless-server: --host rmcp-counter: {e}");
+                std::process::exit(2);
+            }
+        },
+    };
     if let Some(url) = &a.redis_url {
         let store_config = gapless_redis::StoreConfig {
             ring,

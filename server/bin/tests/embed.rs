@@ -114,3 +114,42 @@ async fn identity_comes_from_the_auth_layers_extension() {
     .await;
     expect_error(s.post(Some(&sid), ping).await, 404, "unknown_session").await;
 }
+
+/// `--host rmcp-counter`: the rmcp counter example behind the same router,
+/// with `emit_events` on the call's own stream and a resume of it.
+#[tokio::test]
+async fn the_rmcp_counter_host_serves_its_tools_and_resumes() {
+    let mcp = McpServer::builder(gapless_server_bin::rmcp_counter().unwrap()).build().unwrap();
+    let addr = serve(mcp.router()).await;
+    let s = TestServer::at(addr, "/mcp", mcp);
+    let sid = s.initialize().await;
+    let r = s.post(Some(&sid), json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    let mut sse = SseReader::new(r);
+    let mut names = vec![];
+    while let Some(e) = sse.next().await {
+        if let Some(tools) = e.json().and_then(|m| m["result"]["tools"].as_array().cloned()) {
+            names = tools.iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+        }
+    }
+    names.sort();
+    assert_eq!(names, ["decrement", "emit_events", "get_value", "increment"]);
+    let r = s.call_tool(&sid, 2, "emit_events", json!({"count": 4})).await;
+    let mut sse = SseReader::new(r);
+    let mut ids = vec![];
+    let mut result = None;
+    while let Some(e) = sse.next().await {
+        if let Some(m) = e.json().filter(|m| m.get("result").is_some()) {
+            result = Some(m["result"]["content"][0]["text"].clone());
+        }
+        ids.push((e.id.clone().unwrap(), e.emit_seq()));
+    }
+    assert_eq!(ids.iter().filter_map(|(_, n)| *n).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(result, Some(json!("emitted 4")));
+    let (cursor, _) = ids.iter().find(|(_, n)| *n == Some(1)).unwrap().clone();
+    let mut sse = SseReader::new(s.get(Some(&sid), Some(&cursor)).await);
+    let mut rest = vec![];
+    while let Some(e) = sse.next().await {
+        rest.extend(e.emit_seq());
+    }
+    assert_eq!(rest, [2, 3, 4]);
+}

@@ -199,6 +199,7 @@ async fn initialize(
         }
     };
     let conn = Arc::new(Conn::new(&state, Arc::clone(&session), version.to_owned(), slot, cluster));
+    conn.set_initialize_params(params);
     state.insert(Arc::clone(&conn));
     let result = dispatch::initialize_result(&state, version);
     let sid = session.id().to_string();

@@ -136,6 +136,7 @@ async fn messages_inner(
             } else {
                 let version = negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
                 conn.set_protocol_version(version);
+                conn.set_initialize_params(params);
                 Ok(dispatch::initialize_result(&state, version))
             };
             conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))

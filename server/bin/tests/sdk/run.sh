@@ -18,6 +18,9 @@ cd "$here"
 CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-150}" # seconds per client run (each runs 2 variants)
 VARIANT_TIMEOUT="${VARIANT_TIMEOUT:-45}" # seconds per variant inside a client
 COUNT="${COUNT:-2000}"
+# Extra arguments for every gapless-server started here, e.g.
+# SERVER_ARGS="--host rmcp-counter" runs the whole suite against the rmcp handler.
+read -r -a server_args <<<"${SERVER_ARGS:-}"
 INTERVAL_MS="${INTERVAL_MS:-1}"
 
 say() { echo "[sdk] $*"; }
@@ -115,7 +118,7 @@ spawn() {
   die "$1 did not start (log above)"
 }
 
-spawn "$work/server.log" "$server_bin" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100
+spawn "$work/server.log" "$server_bin" "${server_args[@]}" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100
 server_pid=$pid
 url="http://127.0.0.1:$port/mcp"
 say "gapless-server at $url (pid $server_pid); TS SDK $ts_sdk, Python SDK mcp $py_sdk"
@@ -176,7 +179,7 @@ redis_url="redis://127.0.0.1:$port/0"
 node_pids=()
 node_urls=()
 for i in 0 1 2; do
-  spawn "$work/node$i.log" "$server_bin" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100 \
+  spawn "$work/node$i.log" "$server_bin" "${server_args[@]}" --bind 127.0.0.1:@PORT@ --path /mcp --sse-retry-ms 100 \
     --redis-url "$redis_url"
   node_pids+=("$pid")
   node_urls+=("http://127.0.0.1:$port/mcp")
