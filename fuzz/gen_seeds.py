@@ -286,9 +286,222 @@ RESUME_SEEDS = {
 }
 
 
+# ------------------------------------------------------------ http_router
+
+HTTP_OPS = ["Initialize", "Call", "Cancel", "Notify", "Respond", "Resume", "Standalone", "Upgrade",
+            "Socket", "Delete", "Raw", "ReadHeld", "DropHeld"]
+READS = ["All", "Some", "Hold", "Drop"]
+CALLS = ["Emit", "Hold", "Ask", "Ping", "SetLevel", "Reinit", "UnknownMethod", "UnknownTool"]
+HMUTATIONS = ["Exact", "Exact2", "Exact3", "SeqUp", "SeqDown", "StreamTo", "Seq0", "NsXor", "LeadingZero",
+              "UpperNs", "Truncate", "NotUtf8"]
+UPGRADE_BODIES = ["Cursor", "Null", "Number", "Empty", "Extra", "Array", "NotJson"]
+
+
+def hop_(name, *fields):
+    return tag(HTTP_OPS.index(name), len(HTTP_OPS)) + b"".join(fields)
+
+
+def who(session=0, owner=0, sid=0):
+    """`sid`: < 170 the session's id, < 185 uppercased, < 200 absent, < 215
+    a dead session's, < 230 not UTF-8, else garbage."""
+    return u8(session) + u8(owner) + u8(sid)
+
+
+def noise(level=0, a=(0, 0), b=(0, 0)):
+    """`level` >= 150 bends header `a` (which % 8: accept, content type,
+    protocol version, origin, host, size, content length, method)."""
+    return u8(level) + u8(a[0]) + u8(a[1]) + u8(b[0]) + u8(b[1])
+
+
+def read(name="All", n=0):
+    r = tag(READS.index(name), len(READS))
+    return r + u8(n) if name == "Some" else r
+
+
+def call(name, n=0, flag=False):
+    c = tag(CALLS.index(name), len(CALLS))
+    if name == "Emit":
+        return c + u8(n) + boolean(flag)
+    if name == "Hold":
+        return c + u8(n)
+    if name == "SetLevel":
+        return c + boolean(flag)
+    return c
+
+
+def hmut(name="Exact", arg=0):
+    m = tag(HMUTATIONS.index(name), len(HMUTATIONS))
+    if name == "NsXor":
+        return m + u64(arg)
+    if name in ("SeqUp", "SeqDown", "StreamTo", "Truncate"):
+        return m + u8(arg)
+    return m
+
+
+def cursor(kind=0, pick=NEAR_HEAD, m=None):
+    """`kind`: < 150 an event of the named session, < 180 of another, < 200
+    ahead, < 235 canned, else absent."""
+    return u8(kind) + u16(pick) + (m if m is not None else hmut())
+
+
+def init(owner=0, version=0, json_only=False, n=None, r=None):
+    return hop_("Initialize", u8(owner), u8(version), boolean(json_only), n or noise(), r or read())
+
+
+def hcall(c, w=None, string_id=False, json_only=False, n=None, r=None):
+    return hop_("Call", w or who(), c, boolean(string_id), boolean(json_only), n or noise(), r or read())
+
+
+def resume(c=None, w=None, n=None, r=None):
+    return hop_("Resume", w or who(), c or cursor(), n or noise(), r or read())
+
+
+def standalone(w=None, n=None, r=None):
+    return hop_("Standalone", w or who(), n or noise(), r or read())
+
+
+def upgrade(body, w=None, n=None):
+    return hop_("Upgrade", w or who(), body, n or noise())
+
+
+def ubody(name, c=None):
+    b = tag(UPGRADE_BODIES.index(name), len(UPGRADE_BODIES))
+    return b + (c or cursor()) if name == "Cursor" else b
+
+
+def http_input(capacity, items):
+    # capacity = capacity % 16 + 1
+    return u8(capacity - 1) + ops(items)
+
+
+HTTP_SEEDS = {
+    # A request stream read one chunk at a time, then resumed from its
+    # newest and an older event; the held body sees its takeover.
+    "resume_a_request_stream": http_input(16, [
+        init(),
+        hcall(call("Emit", 3), r=read("Some", 0)),
+        resume(cursor(pick=NEAR_HEAD + 2)),
+        hop_("ReadHeld", u8(0), u8(3)),
+        resume(cursor(pick=NEAR_HEAD)),
+        resume(cursor(pick=DELIVERED_MARK + 2)),
+    ]),
+    # Standalone events kept while no GET is open, then a GET (held), more
+    # events live, a resume of the standalone stream taking it over, and a
+    # second GET while one is open (stream_busy).
+    "standalone_backlog_and_takeover": http_input(16, [
+        init(),
+        hcall(call("Emit", 4, True), json_only=True),
+        standalone(r=read("Hold")),
+        standalone(),
+        hcall(call("Emit", 2, True)),
+        hop_("ReadHeld", u8(0), u8(3)),
+        resume(cursor(pick=DELIVERED_MARK)),
+        hop_("ReadHeld", u8(0), u8(1)),
+        standalone(r=read("Some", 1)),
+    ]),
+    # A small ring laps: resumes from before the window are refused with the
+    # numbers; one inside it replays the rest; a lagging body ends.
+    "eviction_gap": http_input(4, [
+        init(),
+        hcall(call("Emit", 10), r=read("Hold")),
+        hop_("ReadHeld", u8(0), u8(2)),
+        resume(cursor(pick=NEAR_OLDEST + 1)),
+        resume(cursor(pick=NEAR_OLDEST + 3)),
+        resume(cursor(pick=NEAR_HEAD)),
+        upgrade(ubody("Null")),
+        upgrade(ubody("Cursor", cursor(pick=NEAR_OLDEST + 3))),
+    ]),
+    # Held requests and a server -> client request: answered, cancelled,
+    # over the in-flight cap; resumes of streams still open.
+    "hold_ask_cancel": http_input(16, [
+        init(),
+        hcall(call("Hold", 2), r=read("Hold")),
+        hcall(call("Ask"), r=read("Some", 1)),
+        hcall(call("Ping")),
+        hop_("Respond", who(), u8(0), boolean(False), noise()),
+        hcall(call("Ask"), r=read("Hold")),
+        hop_("Respond", who(), u8(0), boolean(True), noise()),
+        hop_("Cancel", who(), u8(0), noise()),
+        hop_("ReadHeld", u8(0), u8(3)),
+        hop_("ReadHeld", u8(1), u8(3)),
+        hcall(call("SetLevel", flag=True), string_id=True),
+        hcall(call("SetLevel")),
+        hcall(call("Reinit")),
+        hcall(call("UnknownMethod")),
+        hcall(call("UnknownTool")),
+    ]),
+    # Upgrades: every body shape, null and real cursors, five tickets (the
+    # fifth over the limit), the held body ended; socket handshakes.
+    "upgrade_tickets": http_input(16, [
+        init(),
+        hcall(call("Emit", 2), r=read("Hold")),
+        upgrade(ubody("Null")),
+        hop_("ReadHeld", u8(0), u8(2)),
+        upgrade(ubody("Cursor", cursor(pick=NEAR_HEAD))),
+        upgrade(ubody("Cursor", cursor(pick=NEAR_HEAD + 1))),
+        upgrade(ubody("Cursor", cursor(kind=185))),
+        upgrade(ubody("Null")),
+        upgrade(ubody("Null")),
+        upgrade(ubody("Number")), upgrade(ubody("Empty")), upgrade(ubody("Extra")),
+        upgrade(ubody("Array")), upgrade(ubody("NotJson")),
+        upgrade(ubody("Null"), w=who(sid=240)),
+        hop_("Socket", who(), u8(0), noise()),
+        hop_("Socket", who(), u8(230), noise()),
+    ]),
+    # Each header bent once, on a POST and a GET, in the guard's order.
+    "guard_refusals": http_input(16, [
+        init(),
+        *[hcall(call("Ping"), n=noise(200, (w, v))) for w in range(8) for v in range(3)],
+        *[standalone(n=noise(200, (w, v))) for w in (0, 2, 3, 4, 5, 7) for v in range(2)],
+        hcall(call("Ping"), n=noise(240, (3, 7), (4, 5))),
+    ]),
+    # DELETE ends open bodies; the id is then stale everywhere.
+    "delete_then_stale": http_input(16, [
+        init(owner=1),
+        init(owner=2),
+        standalone(r=read("Hold")),
+        hcall(call("Emit", 2), w=who(1), r=read("Hold")),
+        hop_("Delete", who(), noise()),
+        hop_("ReadHeld", u8(0), u8(1)),
+        hcall(call("Ping"), w=who(sid=205)),
+        resume(cursor(), w=who(sid=205)),
+        hop_("Delete", who(sid=205), noise()),
+        hcall(call("Ping"), w=who(owner=200)),
+        hcall(call("Ping"), w=who(sid=175)),
+        hcall(call("Ping"), w=who(sid=220)),
+        resume(cursor(), w=who(sid=190)),
+    ]),
+    # JSON-only clients: their events count as delivered, so resumes from
+    # them are granted; an undelivered cursor (dropped SSE body) is not.
+    "json_only_and_undelivered": http_input(16, [
+        init(json_only=True),
+        hcall(call("Emit", 3), json_only=True),
+        resume(cursor(pick=NEAR_HEAD + 1)),
+        hcall(call("Emit", 3), r=read("Drop")),
+        resume(cursor(pick=NEAR_HEAD)),
+        upgrade(ubody("Cursor", cursor(pick=NEAR_HEAD))),
+        resume(cursor(kind=160)),
+        resume(cursor(kind=210, pick=3)),
+        resume(cursor(m=hmut("StreamTo", 1))),
+        resume(cursor(m=hmut("NotUtf8"))),
+        resume(cursor(m=hmut("NsXor", 1))),
+    ]),
+    # The session limit (5), then one more.
+    "too_many_sessions": http_input(16, [init(version=v) for v in range(6)] + [
+        hop_("Delete", who(), noise()), init(json_only=True),
+    ]),
+}
+
+
 # Hand-written regressions (fuzz/regressions/<target>/<bug-id>-N), replayed
 # strictly by `scripts/fuzz.sh replay`.
 REGRESSIONS = {
+    "http_router": {
+        # A one-event ring: initialize's response evicts its priming event
+        # before the SSE body subscribes; the server answered 404
+        # unknown_session for the session it had just created.
+        "initialize-one-event-ring-1": http_input(1, [init()]),
+    },
     "resume_decisions": {
         # Request stream 2 gets seq 1, never delivered, and ends; the
         # standalone stream gets 2..=8, all delivered; capacity 4 evicts 1..=4;
@@ -355,6 +568,7 @@ if __name__ == "__main__":
     write("ring_ops", RING_SEEDS)
     write("resume_decisions", RESUME_SEEDS)
     write("wire_parsing", WIRE_SEEDS)
+    write("http_router", HTTP_SEEDS)
     for target, seeds in REGRESSIONS.items():
         write(target, seeds, kind="regressions")
-    print("wrote", len(RING_SEEDS), "+", len(RESUME_SEEDS), "+", len(WIRE_SEEDS), "seeds")
+    print("wrote", len(RING_SEEDS), "+", len(RESUME_SEEDS), "+", len(WIRE_SEEDS), "+", len(HTTP_SEEDS), "seeds")

@@ -213,7 +213,7 @@ fn stream_rows_6_7(ring: &ModelRing, stream: u64, c: u64) -> Expected {
     let oldest = ring.oldest();
     // The stream's events after the cursor that are gone.
     let lost = ring.stream_seqs_in(stream, c + 1, oldest.saturating_sub(1)).len() as u64;
-    let spec = if !st.is_delivered(c) {
+    if !st.is_delivered(c) {
         // Row 6: the claimed event was never delivered (on this stream).
         let witnesses = (1..=c).filter(|&u| u > st.delivered).collect();
         Expected::one(Outcome::NotDelivered { witnesses })
@@ -224,8 +224,7 @@ fn stream_rows_6_7(ring: &ModelRing, stream: u64, c: u64) -> Expected {
     } else {
         let seqs = ring.stream_seqs_in(stream, c + 1, u64::MAX);
         Expected::one(Outcome::Resume { after: c, stream: Some(stream), seqs })
-    };
-    spec
+    }
 }
 
 /// Rows 6 and 7 of a migration to cursor `c >= 1`.

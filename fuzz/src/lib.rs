@@ -8,8 +8,14 @@
 //!   (count bound, byte budget, oldest first) and the full event history.
 //! * [`decide`]: the `docs/SPEC.md` §4.2 decision table computed from that history,
 //!   with exactly the engine's documented blind spots as allowances.
+//! * [`http`]: for `http_router`, which drives `gapless-server`'s router in
+//!   process: a deterministic `Host` whose tools publish known payloads, an
+//!   SSE chunk parser, and the §5 shape of a refusal's JSON body. The
+//!   target's model is [`model_ring`] per session, and [`decide`] for
+//!   every resume and upgrade.
 
 pub mod decide;
+pub mod http;
 pub mod model_ring;
 pub mod wire;
 
@@ -34,7 +40,10 @@ use std::sync::OnceLock;
 /// `migration-reclaimed-undelivered` (undelivered events of reclaimed
 /// streams were invisible to the migration check) and
 /// `late-delivery-after-reclaim` (a delivery reported after the stream's
-/// record was reclaimed was lost, and the migration refused).
+/// record was reclaimed was lost, and the migration refused), and, in the
+/// server, `initialize-one-event-ring` (on a one-event ring an SSE
+/// `initialize` was answered 404 `unknown_session`: its response had
+/// evicted the priming event its body subscribed from).
 pub fn tolerated(bug: &str) -> bool {
     static LIST: OnceLock<Vec<String>> = OnceLock::new();
     LIST.get_or_init(|| {

@@ -527,3 +527,25 @@ async fn resume_at_the_end_of_a_reclaimed_stream_is_an_empty_200() {
     assert_eq!(r.status(), 200);
     assert!(SseReader::new(r).next().await.is_none(), "nothing after the stream's last event");
 }
+
+/// On a one-event ring an `initialize` answered over SSE: the response
+/// evicts the stream's priming event before the body subscribes, and the
+/// body starts after it (found by the `http_router` fuzz target; it was
+/// `404 unknown_session`, for a session it had just created).
+#[tokio::test]
+async fn initialize_on_a_one_event_ring_streams_its_response() {
+    let s = start(small_ring(1)).await;
+    let r = s
+        .post(
+            None,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+                "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}),
+        )
+        .await;
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("mcp-session-id").is_some());
+    let mut sse = SseReader::new(r);
+    let e = sse.next().await.expect("the response");
+    assert_eq!(e.json().unwrap()["result"]["protocolVersion"], "2025-06-18", "{e:?}");
+    assert!(sse.next().await.is_none(), "the stream ends after the response");
+}

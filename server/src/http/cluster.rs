@@ -2,7 +2,7 @@
 //! the store decides and replays the gap; the node's replica carries on
 //! live from the store's head at the decision.
 
-use super::endpoint::{live_conn, standalone_gap, Attached};
+use super::endpoint::{live_conn, unread_gap, Attached};
 use super::sse::Feed;
 use crate::error::ApiError;
 use crate::state::{AppState, Conn, Lane};
@@ -168,7 +168,7 @@ pub(super) async fn open_standalone(
         let seen = conn.session.reader().head();
         let plan = match c.store.backlog(&id, conn.session.owner(), standalone.id()).await {
             Ok(Some(Ok(plan))) => plan,
-            Ok(Some(Err(e))) => return Err(fail(standalone_gap(e))),
+            Ok(Some(Err(e))) => return Err(fail(unread_gap(e))),
             Ok(None) => return Err(fail(ApiError::unknown_session())),
             Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
         };

@@ -131,14 +131,27 @@ async fn respond_on_stream(
     match reply {
         Some(rx) if !acc.sse => json_response(conn, stream, rx).await,
         _ => {
-            let sub = conn
-                .session
-                .subscribe_stream(stream.id(), Seq(0))
-                .map_err(|_| ApiError::unknown_session())?;
-            let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
-            Ok(sse_response(conn, Feed::live(sub), stream, attach))
+            let (sub, attach) = subscribe_own(&conn, &stream)?;
+            Ok(sse_response(conn, sub, stream, attach))
         }
     }
+}
+
+/// The SSE feed of a request's own stream from its first event, attached
+/// to its lane. The first event is the priming event; if other publishes on
+/// a small ring evicted it before this subscribed, the feed starts after it
+/// (an empty event no client needs). Any other event of the stream evicted
+/// already is the explicit 409 `gap_not_covered`, never an empty stream.
+fn subscribe_own(conn: &Arc<Conn>, stream: &StreamHandle) -> Result<(Feed, Attached), ApiError> {
+    let first = stream.info().first;
+    let sub = match conn.session.subscribe_stream(stream.id(), Seq(0)) {
+        Err(SnapshotError::Evicted { .. }) if first.0 > 0 => {
+            conn.session.subscribe_stream(stream.id(), first).map_err(unread_gap)?
+        }
+        other => other.map_err(unread_gap)?,
+    };
+    let attach = conn.attach(Lane::Stream(stream.id()), false).expect("non-exclusive attach");
+    Ok((Feed::live(sub), attach))
 }
 
 /// The response of a JSON-only request, handed over by the handler
@@ -212,6 +225,8 @@ async fn initialize(
     if let Some(tx) = tx {
         let _ = tx.send(msg);
     }
+    // On a one-event ring the response has evicted the priming event: the
+    // SSE feed then starts after it (`subscribe_own`).
     let mut r = respond_on_stream(conn, stream, acc, rx).await?;
     r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&sid).expect("hex id"));
     Ok(r)
@@ -291,20 +306,19 @@ pub(super) async fn open_standalone(
         Ok(sub) => Ok((Feed::live(sub), standalone.id(), attach)),
         Err(e) => {
             conn.detach(lane, attach.0);
-            Err(standalone_gap(e))
+            Err(unread_gap(e))
         }
     }
 }
 
-/// The refusal of a standalone stream whose undelivered backlog was
-/// (partly) evicted before any GET was open.
-pub(super) fn standalone_gap(e: SnapshotError) -> ApiError {
+/// The refusal of a stream whose events were (partly) evicted before any
+/// connection was open to read them: the standalone stream's undelivered
+/// backlog, or a request stream's first events.
+pub(super) fn unread_gap(e: SnapshotError) -> ApiError {
     match e {
         SnapshotError::Evicted { wanted, oldest, missing } => ApiError::new(
             ErrorKind::GapNotCovered,
-            format!(
-                "{missing} standalone event(s) from seq {wanted} were evicted before any stream was open"
-            ),
+            format!("{missing} event(s) of the stream from seq {wanted} were evicted before any connection was open"),
         )
         .with("cursor", Value::Null)
         .with("oldest", json!(oldest.get()))
