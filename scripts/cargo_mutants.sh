@@ -24,7 +24,7 @@
 #   gapless         its unit tests and tests/{decision_table,seeds,ring}.rs
 #   gapless-server  its unit tests (the mapping's status, error and fields)
 # The server's endpoint.rs is mutated only in its refusal mapping
-# (standalone_gap, live_conn): the rest is transport, tested over loopback
+# (unread_gap, live_conn): the rest is transport, tested over loopback
 # by server/bin/tests.
 #
 # Exit status: 0 when every mutant is caught, unviable or listed as
@@ -55,7 +55,7 @@ mkdir -p "$out"
 groups=(
   "wire;gapless-wire;engine/wire/src/event_id.rs engine/wire/src/client.rs;;"
   "engine;gapless;engine/src/session/table.rs engine/src/session/resume.rs engine/src/ring/gap.rs engine/src/session/ticket.rs engine/src/session/migrate.rs;;--lib --test decision_table --test seeds --test ring"
-  "server;gapless-server;server/src/error.rs server/src/http/endpoint.rs;^server/src/error\\.rs:|^server/src/http/endpoint\\.rs:.* (standalone_gap|live_conn)( |$);--lib"
+  "server;gapless-server;server/src/error.rs server/src/http/endpoint.rs;^server/src/error\\.rs:|^server/src/http/endpoint\\.rs:.* (unread_gap|live_conn)( |$);--lib"
 )
 
 diff_args=()

@@ -349,7 +349,7 @@ async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError
 
 #[cfg(test)]
 mod tests {
-    use super::standalone_gap;
+    use super::unread_gap;
     use gapless::ring::SnapshotError;
     use gapless::{Missing, Seq, StreamId};
     use serde_json::json;
@@ -358,7 +358,7 @@ mod tests {
     /// the gap's numbers (no cursor: the client named none).
     #[test]
     fn an_evicted_standalone_backlog_is_gap_not_covered() {
-        let e = standalone_gap(SnapshotError::Evicted {
+        let e = unread_gap(SnapshotError::Evicted {
             wanted: Seq(3),
             oldest: Seq(10),
             missing: Missing::AtLeast(2),
@@ -371,7 +371,7 @@ mod tests {
         );
         // The standalone stream's record is never reclaimed while its
         // session lives: not finding it means the session is gone.
-        let e = standalone_gap(SnapshotError::UnknownStream { stream: StreamId(1) });
+        let e = unread_gap(SnapshotError::UnknownStream { stream: StreamId(1) });
         assert_eq!((e.status().as_u16(), &e.body()["error"]), (404, &json!("unknown_session")));
     }
 }
