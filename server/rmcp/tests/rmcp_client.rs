@@ -353,12 +353,17 @@ impl Probe {
 
     #[tool(description = "Ask the client's model through the session's peer (on the standalone stream)")]
     async fn ask_on_session(&self, Parameters(q): Parameters<Question>) -> Result<CallToolResult, ErrorData> {
-        let peer = self
-            .session
-            .lock()
-            .unwrap()
-            .clone()
-            .ok_or_else(|| ErrorData::internal_error("no session peer", None))?;
+        // `on_initialized` runs in a task of its own (as in rmcp): it may
+        // finish after this request started.
+        let mut peer = None;
+        for _ in 0..200 {
+            peer = self.session.lock().unwrap().clone();
+            if peer.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let peer = peer.ok_or_else(|| ErrorData::internal_error("no session peer", None))?;
         let r = peer
             .create_message(CreateMessageRequestParams::new(vec![SamplingMessage::user_text(q.question)], 50))
             .await

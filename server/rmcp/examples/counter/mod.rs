@@ -105,7 +105,7 @@ impl Counter {
         }
         let peer = match args.target.as_deref() {
             None | Some("request") => ctx.peer.clone(),
-            Some("standalone") => self.session.lock().unwrap().clone().ok_or_else(|| {
+            Some("standalone") => session_peer(&self.session).await.ok_or_else(|| {
                 ErrorData::invalid_params("the session has no peer yet (no notifications/initialized)", None)
             })?,
             Some(_) => {
@@ -150,4 +150,18 @@ impl ServerHandler for Counter {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         *self.session.lock().unwrap() = Some(context.peer);
     }
+}
+
+/// The session's peer, once `on_initialized` has stored it. rmcp runs each
+/// notification's handler in a task of its own, so a request that follows
+/// `notifications/initialized` at once may start before it finished: wait
+/// for it a little (2 s at most).
+async fn session_peer(slot: &Mutex<Option<Peer<RoleServer>>>) -> Option<Peer<RoleServer>> {
+    for _ in 0..200 {
+        if let Some(p) = slot.lock().unwrap().clone() {
+            return Some(p);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
 }
