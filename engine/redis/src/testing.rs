@@ -105,6 +105,11 @@ impl RedisServer {
         }
     }
 
+    /// The `redis-server` process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `redis://127.0.0.1:PORT/0`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
