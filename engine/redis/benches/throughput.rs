@@ -231,7 +231,8 @@ fn load() -> String {
 /// (`redis-benchmark` runs as one).
 fn machine_busy() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let f: Vec<u64> =
+        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     // user nice system idle iowait irq softirq steal
     [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum()
 }
