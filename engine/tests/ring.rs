@@ -64,18 +64,28 @@ struct Model {
     budget: usize,
     events: VecDeque<(u64, StreamId, Bytes)>,
     bytes: usize,
+    /// Payload bytes of every event evicted.
+    evicted: u64,
     head: u64,
 }
 
 impl Model {
     fn new(c: RingConfig) -> Self {
-        Model { capacity: c.capacity, budget: c.byte_budget, events: VecDeque::new(), bytes: 0, head: 0 }
+        Model {
+            capacity: c.capacity,
+            budget: c.byte_budget,
+            events: VecDeque::new(),
+            bytes: 0,
+            evicted: 0,
+            head: 0,
+        }
     }
 
     fn publish(&mut self, stream: StreamId, p: Bytes) -> u64 {
         while self.events.len() >= self.capacity || self.bytes + p.len() > self.budget {
             let (_, _, old) = self.events.pop_front().expect("model: a payload never exceeds the budget");
             self.bytes -= old.len();
+            self.evicted += old.len() as u64;
         }
         self.head += 1;
         self.bytes += p.len();
@@ -94,6 +104,8 @@ impl Model {
         assert_eq!(r.oldest(), Seq(self.oldest()), "oldest");
         assert_eq!(p.oldest(), Seq(self.oldest()), "producer oldest");
         assert_eq!(p.retained_bytes(), self.bytes, "retained bytes");
+        assert_eq!(p.evicted_bytes(), self.evicted, "evicted bytes");
+        assert!(r.evicted_bytes() <= self.evicted, "a reader's figure trails at most");
         let got = retained(r);
         assert_eq!(got.len(), self.events.len(), "retained count at head {}", self.head);
         for (g, m) in got.iter().zip(&self.events) {
@@ -165,6 +177,9 @@ fn wraparound_many_times_matches_model() {
         assert_eq!(p.publish(&s, pl.clone()).unwrap().0, model.publish(s.id(), pl));
         model.check(&p, &r);
     }
+    // Readers' figure of the evicted bytes is exact once the producer goes.
+    drop(p);
+    assert_eq!(r.evicted_bytes(), model.evicted);
 }
 
 #[test]
@@ -1312,9 +1327,11 @@ fn evict_to_frees_whole_chunks_explicitly() {
     assert_eq!(r.coverage(Seq(0)), Coverage::Evicted { oldest: Seq(evicted + 1), missing: evicted });
     assert_eq!(cursor.try_next().unwrap_err(), Lagged { wanted: Seq(1), oldest: Seq(evicted + 1) });
     assert_eq!(pinned.iter().count(), 40, "a snapshot pins what it took");
+    assert_eq!((p.evicted_bytes(), r.evicted_bytes()), (evicted * 1000, evicted * 1000));
     // Never the chunk being written, however low the target.
     p.evict_to(0);
     assert_eq!(r.oldest(), Seq(33), "the last chunk (33..=40) stays");
+    assert_eq!(r.evicted_bytes(), 32 * 1000);
     assert_eq!(r.snapshot(Seq(32)).unwrap().len(), 8);
     // Publishing goes on from there.
     assert_eq!(p.publish(&s, payload(41, 10)).unwrap(), Seq(41));

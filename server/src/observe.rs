@@ -51,6 +51,25 @@ pub(crate) struct Reason {
     reason: &'static str,
 }
 
+/// A label naming how a gap was replayed: `resume` (an SSE resume) or
+/// `socket` (a migration's WebSocket).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Via {
+    via: &'static str,
+}
+
+/// What a granted resume or migration replays before it goes live: set
+/// on its response by the handler, observed by [`count`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Replayed(pub(crate) usize);
+
+/// Bucket bounds of the replayed-events histogram.
+const REPLAY_BUCKETS: [f64; 10] = [0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0];
+
+fn replay_histogram() -> Histogram {
+    Histogram::new(REPLAY_BUCKETS)
+}
+
 /// A label naming a WebSocket close code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct Code {
@@ -107,6 +126,7 @@ impl Published {
 struct Departed {
     published: Published,
     evicted: AtomicU64,
+    evicted_bytes: AtomicU64,
 }
 
 /// The counters and gauges counted as things happen.
@@ -125,6 +145,8 @@ pub(crate) struct Metrics {
     pub(crate) socket_closes: Family<Code, Counter>,
     /// Paced publishes that waited for a lagging reader, and how long.
     pub(crate) paced_waits: Histogram,
+    /// Events each granted resume or migration replayed, by how.
+    replayed: Family<Via, Histogram, fn() -> Histogram>,
     departed: Departed,
     /// The newest refusals, for the status page (at most [`RECENT`]).
     recent: std::sync::Mutex<std::collections::VecDeque<serde_json::Value>>,
@@ -165,6 +187,7 @@ impl Metrics {
             paced_waits: Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                 0.001, 4.0, 8,
             )),
+            replayed: Family::new_with_constructor(replay_histogram),
             departed: Departed::default(),
             recent: Default::default(),
             refused: AtomicU64::new(0),
@@ -185,6 +208,9 @@ impl Metrics {
         }
         for code in CLOSE_CODES {
             drop(m.socket_closes.get_or_create(&Code { code }));
+        }
+        for via in ["resume", "socket"] {
+            drop(m.replayed.get_or_create(&Via { via }));
         }
         m
     }
@@ -239,14 +265,15 @@ impl Metrics {
     }
 
     /// Adds what an ending session counted to the totals (`evicted`: its
-    /// ring's evicted events).
-    pub(crate) fn departed(&self, published: &Published, evicted: u64) {
+    /// ring's evicted events and payload bytes).
+    pub(crate) fn departed(&self, published: &Published, (evicted, evicted_bytes): (u64, u64)) {
         for i in 0..3 {
             let d = &self.departed.published;
             d.events[i].fetch_add(published.events[i].load(Ordering::Relaxed), Ordering::Relaxed);
             d.bytes[i].fetch_add(published.bytes[i].load(Ordering::Relaxed), Ordering::Relaxed);
         }
         self.departed.evicted.fetch_add(evicted, Ordering::Relaxed);
+        self.departed.evicted_bytes.fetch_add(evicted_bytes, Ordering::Relaxed);
     }
 
     /// Counts a socket closed with `code` (`None`: the peer left first).
@@ -298,6 +325,11 @@ impl Metrics {
             "Paced publishes that waited for a lagging reader (docs/SPEC.md §2), by how long",
             self.paced_waits.clone(),
         );
+        r.register(
+            "replayed_events",
+            "Events each granted resume (via=resume) or migration (via=socket) replayed before going live",
+            self.replayed.clone(),
+        );
         r.register_collector(Box::new(View { metrics: Arc::clone(self), state }));
         r
     }
@@ -347,6 +379,8 @@ struct Figures {
     events: [u64; 3],
     bytes: [u64; 3],
     evicted: u64,
+    evicted_bytes: u64,
+    tickets_expired: u64,
 }
 
 impl Figures {
@@ -354,11 +388,15 @@ impl Figures {
         let mut f = Figures::default();
         metrics.departed.published.add_to(&mut f.events, &mut f.bytes);
         f.evicted = metrics.departed.evicted.load(Ordering::Relaxed);
+        f.evicted_bytes = metrics.departed.evicted_bytes.load(Ordering::Relaxed);
+        f.tickets_expired = state.hub.tickets_expired();
         let ring = state.hub.config().ring;
         let conns: Vec<_> = crate::state::lock(&state.conns).values().cloned().collect();
         for c in &conns {
             c.published.add_to(&mut f.events, &mut f.bytes);
-            f.evicted += c.evicted();
+            let (events, bytes) = c.evicted();
+            f.evicted += events;
+            f.evicted_bytes += bytes;
             let r = c.session.reader();
             let (head, oldest) = (r.head().get(), r.oldest().get());
             let held = (head + 1).saturating_sub(oldest);
@@ -443,6 +481,18 @@ impl Collector for View {
         )?;
         encode(
             &mut encoder,
+            "evicted_bytes",
+            "Payload bytes of the events the rings evicted",
+            &ConstCounter::new(f.evicted_bytes),
+        )?;
+        encode(
+            &mut encoder,
+            "tickets_expired",
+            "Migration tickets that expired unredeemed (in-process tickets; a cluster's expire in the store)",
+            &ConstCounter::new(f.tickets_expired),
+        )?;
+        encode(
+            &mut encoder,
             "ring_fill_ratio",
             "Each session's ring: the larger of events/capacity and bytes/byte budget (1: it evicts to take more)",
             &fill,
@@ -453,8 +503,46 @@ impl Collector for View {
             "Each open stream: seqs from its first undelivered event to its newest (an upper bound on its undelivered events)",
             &lag,
         )?;
+        if let Some(c) = &state.cluster {
+            store_figures(&mut encoder, &c.store.figures())?;
+        }
         Ok(())
     }
+}
+
+/// The Redis store's figures, in cluster mode (`docs/SPEC.md` §9.1).
+fn store_figures(
+    encoder: &mut DescriptorEncoder,
+    f: &gapless_redis::StoreFigures,
+) -> Result<(), std::fmt::Error> {
+    let requests = Family::<Outcome, Counter>::default();
+    for (outcome, n) in
+        [("ok", f.requests_ok), ("unavailable", f.requests_unavailable), ("failed", f.requests_failed)]
+    {
+        requests.get_or_create(&Outcome { outcome }).inc_by(n);
+    }
+    encode(
+        encoder,
+        "store_requests",
+        "Requests this node sent the store (commands, script calls, pipelines), by outcome: ok, unavailable (no answer in time, or no connection), failed (an error answer)",
+        &requests,
+    )?;
+    encode(
+        encoder,
+        "store_request_seconds",
+        "Seconds this node's store requests took, in all (divided by their count: the mean)",
+        &ConstCounter::new(f.request_seconds),
+    )?;
+    let durable = Family::<Outcome, Counter>::default();
+    for (outcome, n) in [("ok", f.durable_acknowledged), ("unavailable", f.durable_unavailable)] {
+        durable.get_or_create(&Outcome { outcome }).inc_by(n);
+    }
+    encode(
+        encoder,
+        "store_durable_writes",
+        "Writes a failover must not lose (registrations, answers, orphan errors; docs/SPEC.md §8.6), by outcome: ok (a replica has it, or there is none to wait for) or unavailable (none acknowledged in time)",
+        &durable,
+    )
 }
 
 /// A short, opaque name of a session for logs and spans: 8 hex digits of
@@ -522,6 +610,8 @@ fn status_json(metrics: &Metrics, state: &AppState) -> serde_json::Value {
             "retained_events": held,
             "retained_bytes": bytes,
             "evicted_events": f.evicted,
+            "evicted_bytes": f.evicted_bytes,
+            "tickets_expired": f.tickets_expired,
             "refusals": metrics.refused.load(Ordering::Relaxed),
         },
         "sessions": sessions,
@@ -587,7 +677,7 @@ pub(crate) async fn serve_status_data(State(s): State<StatusState>, req: Request
 }
 
 /// Which route a request came in on, for counting its outcome.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Counted {
     /// `P`: sessions, requests, resumes, DELETE.
     Endpoint,
@@ -645,6 +735,10 @@ pub(crate) async fn count(
     }
     let refusal = refusal.map(|e| e.kind);
     let Some(outcome) = outcome(&r) else { return r };
+    if let Some(&Replayed(n)) = r.extensions().get::<Replayed>() {
+        let via = if route == Counted::Socket { "socket" } else { "resume" };
+        metrics.replayed.get_or_create(&Via { via }).observe(n as f64);
+    }
     match route {
         Counted::Endpoint if resume => {
             metrics.resumes.get_or_create(&Outcome { outcome }).inc();

@@ -110,6 +110,7 @@ impl AppState {
     /// Drops transport state of sessions the hub no longer has.
     pub(crate) fn sweep(&self) {
         self.metrics.sessions_expired.inc_by(self.hub.sweep_idle() as u64);
+        self.hub.sweep_tickets();
         let dead: Vec<Arc<Conn>> = {
             let mut conns = lock(&self.conns);
             let ids: Vec<SessionId> =
@@ -192,6 +193,8 @@ pub(crate) struct Conn {
     /// The ring's oldest seq when this state was made: what is evicted
     /// since is `oldest - start`.
     start: u64,
+    /// The ring's evicted payload bytes when this state was made.
+    start_evicted_bytes: u64,
     /// The server's metrics.
     pub(crate) metrics: Arc<crate::observe::Metrics>,
 }
@@ -211,6 +214,7 @@ impl Conn {
         Conn {
             published: Default::default(),
             start: session.reader().oldest().get(),
+            start_evicted_bytes: session.reader().evicted_bytes(),
             metrics: Arc::clone(&state.metrics),
             appender: cluster.as_ref().map(|c| gapless_redis::Appender::new(c.store.clone(), session.id())),
             cluster,
@@ -232,9 +236,14 @@ impl Conn {
         }
     }
 
-    /// Events this session's ring evicted since this state was made.
-    pub(crate) fn evicted(&self) -> u64 {
-        self.session.reader().oldest().get().saturating_sub(self.start)
+    /// Events and payload bytes this session's ring evicted since this
+    /// state was made.
+    pub(crate) fn evicted(&self) -> (u64, u64) {
+        let r = self.session.reader();
+        (
+            r.oldest().get().saturating_sub(self.start),
+            r.evicted_bytes().saturating_sub(self.start_evicted_bytes),
+        )
     }
 
     /// Counts an event published on `stream` (`observe.rs`).

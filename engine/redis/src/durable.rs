@@ -98,6 +98,16 @@ impl RedisStore {
     /// is idempotent, and the caller tells from them what happened (a
     /// later try finds what an earlier one wrote).
     pub(crate) async fn durably(&self, w: &Write<'_>) -> Result<Vec<Value>, StoreError> {
+        let r = self.durably_once(w).await;
+        let outcome = match &r {
+            Ok(_) => &self.stats.durable_acknowledged,
+            Err(_) => &self.stats.durable_unavailable,
+        };
+        outcome.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        r
+    }
+
+    async fn durably_once(&self, w: &Write<'_>) -> Result<Vec<Value>, StoreError> {
         let deadline = tokio::time::Instant::now() + self.config.timeout;
         let wait_ms = (self.config.timeout / 4).max(Duration::from_millis(10)).as_millis() as u64;
         let mut answers = Vec::new();
@@ -113,7 +123,16 @@ impl RedisStore {
             }
             p.cmd("INFO").arg("replication");
             let mut c = self.conn.clone();
-            let r: Vec<Value> = match tokio::time::timeout(self.config.timeout, p.query_async(&mut c)).await {
+            let start = std::time::Instant::now();
+            let r = tokio::time::timeout(self.config.timeout, p.query_async::<Vec<Value>>(&mut c)).await;
+            self.stats.request(
+                match &r {
+                    Err(_) => Err(None),
+                    Ok(r) => r.as_ref().map_err(Some),
+                },
+                start.elapsed(),
+            );
+            let r: Vec<Value> = match r {
                 Err(_) => {
                     return Err(StoreError::Unavailable(format!(
                         "no answer within {:?}",

@@ -48,5 +48,5 @@ pub use facts::{RedisFacts, ReplayPlan};
 pub use notify::{Notifier, Watch};
 pub use store::{
     AppendError, Appended, Attach, Position, RedeemError, RedisStore, ReplayError, StoreConfig, StoreError,
-    StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
+    StoreFigures, StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
 };

@@ -11,6 +11,7 @@ use gapless::session::{decide, Decision, Refusal, ResumeRequest, Target};
 use gapless::{EventId, Namespace, Seq, SessionId, StreamId};
 use redis::{Script, Value};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -307,6 +308,61 @@ pub struct RedisStore {
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) replicated: Arc<crate::durable::Replicated>,
+    pub(crate) stats: Arc<Stats>,
+}
+
+/// What a store's requests did so far (every clone of a store shares
+/// them): read with [`RedisStore::figures`], for an operator.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    ok: AtomicU64,
+    unavailable: AtomicU64,
+    failed: AtomicU64,
+    micros: AtomicU64,
+    pub(crate) durable_acknowledged: AtomicU64,
+    pub(crate) durable_unavailable: AtomicU64,
+}
+
+impl Stats {
+    /// Counts one request that took `took` and ended in `r` (`Err(None)`:
+    /// no answer in time). An error answer is `failed`; no connection, or
+    /// one lost, is `unavailable`.
+    pub(crate) fn request<T>(&self, r: Result<&T, Option<&redis::RedisError>>, took: std::time::Duration) {
+        let outcome = match r {
+            Ok(_) => &self.ok,
+            Err(Some(e))
+                if !(e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || e.is_timeout()) =>
+            {
+                &self.failed
+            }
+            Err(_) => &self.unavailable,
+        };
+        outcome.fetch_add(1, Ordering::Relaxed);
+        self.micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
+/// What a store's requests did since it connected (all its clones
+/// together): [`RedisStore::figures`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StoreFigures {
+    /// Requests (commands, script calls, pipelines) answered.
+    pub requests_ok: u64,
+    /// Requests that got no answer in time or no connection
+    /// ([`StoreError::Unavailable`]).
+    pub requests_unavailable: u64,
+    /// Requests answered with an error (a script's or a command's).
+    pub requests_failed: u64,
+    /// Seconds the requests took, in all (with their count, the mean).
+    pub request_seconds: f64,
+    /// Writes a failover must not lose (§8.6) that a replica acknowledged
+    /// (or that needed none: a primary that never had a replica).
+    pub durable_acknowledged: u64,
+    /// Such writes no replica acknowledged within the store's timeout.
+    pub durable_unavailable: u64,
 }
 
 impl fmt::Debug for RedisStore {
@@ -353,6 +409,7 @@ impl RedisStore {
             config: Arc::new(config),
             scripts: Arc::new(Scripts::new()),
             replicated: Arc::default(),
+            stats: Arc::default(),
         };
         store.check_policy().await?;
         let mut c = store.conn.clone();
@@ -396,10 +453,31 @@ impl RedisStore {
         &self,
         request: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        tokio::time::timeout(self.config.timeout, request)
-            .await
-            .map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
+        let start = std::time::Instant::now();
+        let r = tokio::time::timeout(self.config.timeout, request).await;
+        self.stats.request(
+            match &r {
+                Err(_) => Err(None),
+                Ok(r) => r.as_ref().map_err(Some),
+            },
+            start.elapsed(),
+        );
+        r.map_err(|_| StoreError::Unavailable(format!("no answer within {:?}", self.config.timeout)))?
             .map_err(StoreError::from)
+    }
+
+    /// What this store's requests did since it connected.
+    pub fn figures(&self) -> StoreFigures {
+        let s = &self.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StoreFigures {
+            requests_ok: get(&s.ok),
+            requests_unavailable: get(&s.unavailable),
+            requests_failed: get(&s.failed),
+            request_seconds: get(&s.micros) as f64 / 1e6,
+            durable_acknowledged: get(&s.durable_acknowledged),
+            durable_unavailable: get(&s.durable_unavailable),
+        }
     }
 
     pub(crate) async fn call(

@@ -70,6 +70,9 @@ pub struct Producer {
     oldest: u64,
     /// Payload bytes of the retained events `oldest ..= head`.
     bytes: usize,
+    /// Payload bytes of every event evicted so far; `shared.window`'s copy
+    /// is updated when a chunk empties and when the producer goes.
+    evicted_bytes: u64,
     /// The producer's own references to the chunks overlapping
     /// `oldest ..= head`, indexed like `shared.slots` (chunk `k` at
     /// `Geometry::slot_of`), so that finding a seq's chunk is arithmetic. The
@@ -112,6 +115,7 @@ impl Producer {
             head: 0,
             oldest: 1,
             bytes: 0,
+            evicted_bytes: 0,
             held: (0..nslots).map(|_| None).collect(),
             fill: c,
             spare: None,
@@ -331,6 +335,12 @@ impl Producer {
         self.bytes
     }
 
+    /// Payload bytes of every event evicted so far (exact; a reader's
+    /// [`Reader::evicted_bytes`] may trail it by less than one chunk).
+    pub fn evicted_bytes(&self) -> u64 {
+        self.evicted_bytes
+    }
+
     /// A reader of this ring.
     pub fn reader(&self) -> Reader {
         Reader::new(Arc::clone(&self.shared))
@@ -346,11 +356,15 @@ impl Producer {
         let old = self.oldest;
         let mut o = old;
         if seq - o >= cap {
-            self.bytes -= self.payload_len(o);
+            let l = self.payload_len(o);
+            self.bytes -= l;
+            self.evicted_bytes += l as u64;
             o += 1;
         }
         while self.bytes + len > budget {
-            self.bytes -= self.payload_len(o);
+            let l = self.payload_len(o);
+            self.bytes -= l;
+            self.evicted_bytes += l as u64;
             o += 1;
         }
         if o == old {
@@ -365,6 +379,8 @@ impl Producer {
             // (one ownership of their cache line per publish, not two).
             return true;
         }
+        // Once per chunk: the evicted bytes for readers (a statistic).
+        self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);
         // Chunks wholly below the new `oldest`: readers must see `oldest`
         // past them before their slots are cleared, so that clearing never
         // hides a seq a reader still believes retained: store it now.
@@ -407,7 +423,9 @@ impl Producer {
         while o <= self.head && self.geo.chunk_no(o) < head_chunk && self.footprint_with(o) > target {
             let next = self.geo.chunk_first(self.geo.chunk_no(o) + 1);
             while o < next {
-                self.bytes -= self.payload_len(o);
+                let l = self.payload_len(o);
+                self.bytes -= l;
+                self.evicted_bytes += l as u64;
                 o += 1;
             }
         }
@@ -415,6 +433,7 @@ impl Producer {
             return 0;
         }
         self.oldest = o;
+        self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);
         // As in `evict_for`: `oldest` is stored before the slots are
         // cleared, so clearing never hides a seq a reader believes retained.
         #[cfg(not(gapless_mutant = "late_evict"))]
@@ -544,6 +563,7 @@ impl Drop for Producer {
                 c.seal(self.fill);
             }
         }
+        self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);
         self.shared.closed.store(true, Ordering::Release);
         self.notify();
     }

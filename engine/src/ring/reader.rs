@@ -69,6 +69,14 @@ impl Reader {
         Seq(self.shared.oldest())
     }
 
+    /// Payload bytes of the events this ring evicted (a statistic, read
+    /// Relaxed): the producer updates it when a chunk empties, so while it
+    /// publishes the figure may trail by the events of less than one chunk;
+    /// exact once the producer is dropped.
+    pub fn evicted_bytes(&self) -> u64 {
+        self.shared.window.evicted_bytes.load(Ordering::Relaxed)
+    }
+
     /// Whether the producer has been dropped (no more events will come).
     pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)

@@ -95,6 +95,11 @@ pub(crate) struct Window {
     /// `head + 1 - oldest <= capacity` whenever both are read after the same
     /// publish.
     pub(crate) oldest: AtomicU64,
+    /// Payload bytes of every event evicted so far: a statistic (what an
+    /// operator sees), written only by the producer on a publish that
+    /// evicts, Relaxed both ways; nothing is ordered by it. On this line
+    /// because that publish writes the line anyway.
+    pub(crate) evicted_bytes: AtomicU64,
 }
 
 /// Wakers of sleeping readers and whether there are any (`waiting`, written
@@ -163,7 +168,11 @@ impl Shared {
     pub(crate) fn new(config: RingConfig) -> Self {
         let geo = Geometry::new(next_ring_id(), &config);
         Shared {
-            window: Window { head: AtomicU64::new(0), oldest: AtomicU64::new(1) },
+            window: Window {
+                head: AtomicU64::new(0),
+                oldest: AtomicU64::new(1),
+                evicted_bytes: AtomicU64::new(0),
+            },
             closed: AtomicBool::new(false),
             streams_opened: AtomicU64::new(0),
             reclaimed_undelivered: AtomicU64::new(u64::MAX),

@@ -140,6 +140,17 @@ impl Snapshot {
         }
     }
 
+    /// How many of its events are at `next` or later (for
+    /// `Subscription::replay_pending`).
+    #[cfg(feature = "tokio")]
+    pub(crate) fn len_from(&self, next: u64) -> usize {
+        let next = next.max(self.from);
+        match self.filter {
+            None => (self.to + 1).saturating_sub(next) as usize,
+            Some(_) => SnapshotIter { snap: self, next }.count(),
+        }
+    }
+
     /// The stream this snapshot is restricted to, if any.
     pub fn stream(&self) -> Option<StreamId> {
         self.filter

@@ -339,7 +339,7 @@ impl Hub {
     /// would otherwise keep one entry per ticket of every deleted session).
     fn end(&self, s: &Session) {
         s.close();
-        self.tickets.forget(&s.tickets);
+        self.tickets.forget(&s.tickets, self.now_ms());
     }
 
     fn expired(&self, s: &Session) -> Option<Duration> {
@@ -370,6 +370,30 @@ impl Hub {
             }
         }
         n
+    }
+
+    /// Lets go of the gaps that expired, unredeemed migration tickets of
+    /// live sessions still pin (a redeem of one still says the ticket
+    /// expired); returns how many it found. Call it periodically (the
+    /// server runs it with [`Hub::sweep_idle`]); issuing a ticket and
+    /// ending a session also find them.
+    pub fn sweep_tickets(&self) -> u64 {
+        let now = self.now_ms();
+        let mut n = 0;
+        for shard in self.shards.iter() {
+            let live: Vec<Arc<Session>> = lock(shard).values().cloned().collect();
+            for s in live {
+                n += s.tickets.expire(now);
+            }
+        }
+        self.tickets.count_expired(n);
+        n
+    }
+
+    /// Migration tickets that expired unredeemed so far (found by
+    /// [`Hub::sweep_tickets`], by an issue or by their session's end).
+    pub fn tickets_expired(&self) -> u64 {
+        self.tickets.expired()
     }
 
     /// Marks activity on a session (a request arrived), resetting its idle clock.

@@ -170,6 +170,37 @@ mod tests {
         assert_eq!(hub.tickets.len(), 0);
     }
 
+    /// A ticket that expires unredeemed counts once, whoever finds it: a
+    /// sweep, a later issue on its session, or the session's end. A
+    /// redeemed one never counts, and an expired one still says so.
+    #[test]
+    fn expired_tickets_are_counted_once() {
+        use crate::session::TicketError;
+        let ttl = std::time::Duration::from_millis(500);
+        let hub = Hub::new(HubConfig { ticket_ttl: ttl, ..HubConfig::default() }).unwrap();
+        let (a, b, c) = (hub.create(None).unwrap(), hub.create(None).unwrap(), hub.create(None).unwrap());
+        let issue = |s: &crate::Session| hub.migrate(ResumeRequest::new(&s.id().to_string())).unwrap().ticket;
+        let (t1, t2) = (issue(&a), issue(&a));
+        issue(&b);
+        issue(&c);
+        hub.redeem(&t2.to_string(), None, None).unwrap();
+        std::thread::sleep(ttl + std::time::Duration::from_millis(50));
+        assert_eq!(hub.tickets_expired(), 0, "nothing looked yet");
+        // a: t1 expired, t2 was redeemed. Found by the sweep, once.
+        assert_eq!(hub.sweep_tickets(), 3, "a's t1, b's and c's");
+        assert_eq!(hub.sweep_tickets(), 0, "counted once");
+        assert_eq!(hub.tickets_expired(), 3);
+        assert!(matches!(hub.redeem(&t1.to_string(), None, None), Err(TicketError::Expired)));
+        // Found by an issue (which prunes) and by a session's end.
+        issue(&b);
+        issue(&c);
+        std::thread::sleep(ttl + std::time::Duration::from_millis(50));
+        issue(&b);
+        hub.remove(&c.id());
+        assert_eq!(hub.tickets_expired(), 5, "b's by the issue, c's by its end");
+        assert_eq!(hub.sweep_tickets(), 0, "b's new one is live");
+    }
+
     /// A refused migration says why: the refusal's or the ticket's message.
     #[test]
     fn migrate_errors_display_their_cause() {

@@ -6,7 +6,7 @@
 use super::lock;
 use super::secret::{Secret, SessionId};
 use crate::ring::Snapshot;
-use crate::sync::Mutex;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use gapless_wire::Seq;
 use std::collections::HashMap;
 use std::fmt;
@@ -93,6 +93,13 @@ impl TicketBook {
         TicketBook { session, entries: Mutex::new(Vec::new()) }
     }
 
+    /// Lets go of the pinned gaps of the tickets that expired unredeemed
+    /// by `now_ms` (their entries stay: a redeem still says `Expired`);
+    /// returns how many. Each ticket counts once.
+    pub(super) fn expire(&self, now_ms: u64) -> u64 {
+        expire(&mut lock(&self.entries), now_ms)
+    }
+
     /// Takes the pinned gap of `ticket` (once): its cursor and snapshot.
     pub(super) fn take(&self, ticket: &Ticket) -> Result<(Seq, Snapshot), TicketError> {
         let mut entries = lock(&self.entries);
@@ -102,11 +109,26 @@ impl TicketBook {
     }
 }
 
+/// Drops the snapshots of `entries` that expired unredeemed by `now_ms`;
+/// returns how many.
+fn expire(entries: &mut [Entry], now_ms: u64) -> u64 {
+    let mut n = 0;
+    for e in entries.iter_mut().filter(|e| e.expires_ms <= now_ms) {
+        if e.snapshot.take().is_some() {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Hub-wide map from ticket to session (the WebSocket request carries only
 /// the ticket) and its expiry.
 #[derive(Debug, Default)]
 pub(crate) struct TicketIndex {
     map: Mutex<HashMap<Secret, (SessionId, u64)>>,
+    /// Tickets that expired unredeemed (counted when a sweep, a pruning
+    /// issue or the end of their session finds them so).
+    expired: AtomicU64,
 }
 
 impl TicketIndex {
@@ -124,6 +146,7 @@ impl TicketIndex {
         max: usize,
     ) -> Result<Ticket, TicketError> {
         let mut entries = lock(&book.entries);
+        self.count_expired(expire(&mut entries, now_ms));
         let mut index = lock(&self.map);
         entries.retain(|e| {
             let live = e.expires_ms > now_ms;
@@ -141,13 +164,27 @@ impl TicketIndex {
         Ok(ticket)
     }
 
-    /// Drops every ticket of `book` (its session ended), here and there.
-    pub(super) fn forget(&self, book: &TicketBook) {
+    /// Drops every ticket of `book` (its session ended at `now_ms`), here
+    /// and there.
+    pub(super) fn forget(&self, book: &TicketBook, now_ms: u64) {
         let mut entries = lock(&book.entries);
+        self.count_expired(expire(&mut entries, now_ms));
         let mut index = lock(&self.map);
         for e in entries.drain(..) {
             index.remove(&e.ticket.0);
         }
+    }
+
+    /// Adds `n` tickets that expired unredeemed.
+    pub(super) fn count_expired(&self, n: u64) {
+        if n > 0 {
+            self.expired.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Tickets that expired unredeemed so far.
+    pub(super) fn expired(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
     }
 
     /// Tickets in the index (all sessions).

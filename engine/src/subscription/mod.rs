@@ -71,6 +71,13 @@ impl Subscription {
         Subscription { replay: Some((snapshot, from)), live, gate: None, by_seq: false, done: false }
     }
 
+    /// Events of the pinned gap not yet yielded (what a resume replays
+    /// before it goes live). Counts them for a stream subscription, whose
+    /// gap holds other streams' events too.
+    pub fn replay_pending(&self) -> usize {
+        self.replay.as_ref().map_or(0, |(snap, next)| snap.len_from(*next))
+    }
+
     /// The stream followed, or `None` for the whole session.
     pub fn stream(&self) -> Option<StreamId> {
         self.live.stream()
@@ -354,5 +361,28 @@ mod tests {
         drop(sub_live);
         s.end_stream(&live).unwrap();
         assert_eq!(gates(), 0);
+    }
+
+    /// What a subscription still has to replay: the gap's events of its
+    /// stream (not the other streams' in between), fewer as it yields them.
+    #[test]
+    fn replay_pending_counts_what_is_left_of_the_gap() {
+        use crate::ring::Next;
+        let hub = Hub::new(HubConfig::default()).unwrap();
+        let s = hub.create(None).unwrap();
+        let (a, b) = (s.open_stream().unwrap(), s.open_stream().unwrap());
+        for _ in 0..5 {
+            s.publish(&a, Bytes::from_static(b"a")).unwrap();
+            s.publish(&b, Bytes::from_static(b"b")).unwrap();
+        }
+        // Seqs 1..=10 (a on odd ones): a's events after seq 4 are 5, 7, 9.
+        let mut sub = s.subscribe_stream(a.id(), Seq(4)).unwrap();
+        assert_eq!(sub.replay_pending(), 3);
+        assert!(matches!(sub.try_recv(), Ok(Next::Event(e)) if e.seq == Seq(5)));
+        assert_eq!(sub.replay_pending(), 2);
+        let whole = crate::Subscription::after(s.reader(), Seq(6)).unwrap();
+        assert_eq!(whole.replay_pending(), 4, "seqs 7 to 10");
+        let none = crate::Subscription::after(s.reader(), Seq(10)).unwrap();
+        assert_eq!(none.replay_pending(), 0);
     }
 }

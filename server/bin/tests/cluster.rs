@@ -242,9 +242,18 @@ async fn redis_down_is_503_and_nodes_recover() {
     let r = call(&b.url, &sid, 1, json!({"count": 5})).await;
     drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("result");
     let cursor = last.unwrap();
+    // The store's figures: b's requests were answered, and its call's
+    // registration and answer were written durably (no replica to wait for).
+    let m = metrics(&b.url).await;
+    assert!(sample(&m, r#"gapless_store_requests_total{outcome="ok"}"#) > 0.0, "{m}");
+    assert_eq!(sample(&m, r#"gapless_store_requests_total{outcome="unavailable"}"#), 0.0, "{m}");
+    assert!(sample(&m, r#"gapless_store_durable_writes_total{outcome="ok"}"#) >= 2.0, "{m}");
+    assert!(sample(&m, "gapless_store_request_seconds_total") > 0.0, "{m}");
     redis.kill();
     let r = get(&a.url, &sid, Some(&cursor)).await;
     let body = expect_error(r, 503, "store_unavailable").await;
+    let m = metrics(&a.url).await;
+    assert!(sample(&m, r#"gapless_store_requests_total{outcome="unavailable"}"#) > 0.0, "{m}");
     assert!(body["message"].as_str().unwrap().contains("unavailable"), "{body}");
     let r = call(&b.url, &sid, 2, json!({"count": 5})).await;
     assert!(
@@ -286,6 +295,21 @@ async fn redis_down_is_503_and_nodes_recover() {
     // The session Redis lost (it kept nothing) is unknown, on both nodes.
     expect_error(get(&a.url, &sid, Some(&cursor)).await, 404, "unknown_session").await;
     expect_error(get(&b.url, &sid, Some(&cursor)).await, 404, "unknown_session").await;
+}
+
+/// The node's `/metrics` (its listener serves them to loopback).
+async fn metrics(node_url: &str) -> String {
+    let url = node_url.replace("/mcp", "/metrics");
+    let r = http().get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.text().await.unwrap()
+}
+
+/// The value of the sample `name` (labels as written), 0 when absent.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0.0, |v| v.trim().parse().unwrap())
 }
 
 /// A malformed or unreachable `--redis-url`, or a Redis that may evict

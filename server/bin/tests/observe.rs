@@ -69,6 +69,11 @@ async fn what_clients_do_is_counted() {
     assert!(value(&m, r#"gapless_payload_bytes_published_total{target="request"}"#) > 20.0 * 10.0, "{m}");
     assert_eq!(value(&m, "gapless_retained_events"), 8.0, "{m}");
     assert_eq!(value(&m, "gapless_evicted_events_total"), 29.0 - 8.0, "{m}");
+    // The evicted events' payloads: some, never more than was published
+    // (the engine's ring test checks the sum exactly).
+    let evicted_bytes = value(&m, "gapless_evicted_bytes_total");
+    assert!(evicted_bytes > 0.0, "{m}");
+    assert!(evicted_bytes < value(&m, r#"gapless_payload_bytes_published_total{target="request"}"#), "{m}");
     assert!(value(&m, "gapless_retained_bytes") > 0.0);
     assert_eq!(value(&m, "gapless_ring_fill_ratio_count"), 1.0, "{m}");
     assert_eq!(value(&m, r#"gapless_ring_fill_ratio_bucket{le="0.99"}"#), 0.0, "a full ring: {m}");
@@ -79,20 +84,35 @@ async fn what_clients_do_is_counted() {
     // A resume at the stream's end: ok.
     let r = s.call_tool(&sid, 3, "emit_events", json!({"count": 1})).await;
     let mut sse = SseReader::new(r);
-    let mut last = None;
+    let (mut first, mut last) = (None, None);
     while let Some(e) = sse.next().await {
+        first = first.or(e.id.clone());
         last = e.id;
     }
     let r = s.get(Some(&sid), last.as_deref()).await;
     assert_eq!(r.status(), 200);
     assert!(SseReader::new(r).next().await.is_none());
+    // A resume after the priming event: the event and the result again.
+    let r = s.get(Some(&sid), first.as_deref()).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let mut replayed = 0;
+    while sse.next().await.is_some() {
+        replayed += 1;
+    }
+    assert_eq!(replayed, 2);
     // A request without a session: refused (and not a resume).
     expect_error(s.get(None, None).await, 400, "missing_session").await;
     let m = scrape(&s).await;
     assert_eq!(value(&m, r#"gapless_refusals_total{kind="gap_not_covered"}"#), 1.0, "{m}");
     assert_eq!(value(&m, r#"gapless_refusals_total{kind="missing_session"}"#), 1.0, "{m}");
     assert_eq!(value(&m, r#"gapless_resumes_total{outcome="gap_not_covered"}"#), 1.0, "{m}");
-    assert_eq!(value(&m, r#"gapless_resumes_total{outcome="ok"}"#), 1.0, "{m}");
+    assert_eq!(value(&m, r#"gapless_resumes_total{outcome="ok"}"#), 2.0, "{m}");
+    // What the two granted resumes replayed: nothing, then 2 events.
+    assert_eq!(value(&m, r#"gapless_replayed_events_count{via="resume"}"#), 2.0, "{m}");
+    assert_eq!(value(&m, r#"gapless_replayed_events_sum{via="resume"}"#), 2.0, "{m}");
+    assert_eq!(value(&m, r#"gapless_replayed_events_bucket{le="0.0",via="resume"}"#), 1.0, "{m}");
+    assert_eq!(value(&m, r#"gapless_replayed_events_count{via="socket"}"#), 0.0, "{m}");
     assert_eq!(value(&m, r#"gapless_resumes_total{outcome="missing_session"}"#), 0.0, "{m}");
 
     // An open standalone GET: an open SSE stream, and its lag.
@@ -126,6 +146,7 @@ async fn what_clients_do_is_counted() {
     // The standalone GET primed its stream; then two events.
     assert_eq!(value(&m, r#"gapless_events_published_total{target="standalone"}"#), 3.0, "{m}");
     assert_eq!(value(&m, "gapless_evicted_events_total"), 37.0 - 8.0, "{m}");
+    assert!(value(&m, "gapless_evicted_bytes_total") > evicted_bytes, "more were evicted since: {m}");
     assert_eq!(value(&m, "gapless_retained_events"), 0.0, "{m}");
 }
 
@@ -234,6 +255,10 @@ async fn migrations_and_sockets_are_counted() {
     assert_eq!(value(&m, r#"gapless_ticket_redeems_total{outcome="ok"}"#), 1.0, "{m}");
     assert_eq!(value(&m, r#"gapless_ticket_redeems_total{outcome="ticket_invalid"}"#), 1.0, "{m}");
     assert_eq!(value(&m, "gapless_sockets_open"), 1.0, "{m}");
+    let count = grant["replay_count"].as_u64().unwrap();
+    assert!(count >= 2, "the two events at least: {grant}");
+    assert_eq!(value(&m, r#"gapless_replayed_events_count{via="socket"}"#), 1.0, "{m}");
+    assert_eq!(value(&m, r#"gapless_replayed_events_sum{via="socket"}"#), count as f64, "{m}");
     // A binary frame is refused with close 4400 (docs/SPEC.md §5).
     ws.send(tokio_tungstenite::tungstenite::Message::Binary(vec![1].into())).await.unwrap();
     while frame(&mut ws).await.is_some() {}
@@ -247,6 +272,40 @@ async fn migrations_and_sockets_are_counted() {
         assert!(std::time::Instant::now() < deadline, "the socket still counts as open: {m}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A ticket nobody redeems counts as expired once the sweeper finds it
+/// past its TTL; a redeemed one never does.
+#[tokio::test]
+async fn expired_tickets_are_counted() {
+    let ttl = Duration::from_millis(300);
+    let config = ServerConfig {
+        hub: gapless::HubConfig { ticket_ttl: ttl, ..Default::default() },
+        ..ServerConfig::default()
+    };
+    let s = start_observed(config, ObserveAccess::Loopback).await;
+    let _sweeper = s.server.spawn_sweeper(Duration::from_millis(50));
+    let sid = s.initialize().await;
+    let grant = |r: reqwest::Response| async move {
+        assert_eq!(r.status(), 200);
+        r.json::<serde_json::Value>().await.unwrap()
+    };
+    let _unused = grant(upgrade(&s, &sid, r#"{"cursor": null}"#).await).await;
+    let used = grant(upgrade(&s, &sid, r#"{"cursor": null}"#).await).await;
+    let ws = connect(&s, used["websocket"].as_str().unwrap()).await;
+    assert_eq!(value(&scrape(&s).await, "gapless_tickets_expired_total"), 0.0);
+    tokio::time::sleep(ttl).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let m = scrape(&s).await;
+        if value(&m, "gapless_tickets_expired_total") > 0.0 {
+            assert_eq!(value(&m, "gapless_tickets_expired_total"), 1.0, "the redeemed one is not: {m}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no expired ticket counted: {m}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(ws);
 }
 
 /// `--log-format json`: one JSON object per line; each refusal logged once

@@ -241,7 +241,10 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         // (malformed).
         let cursor = cursor.to_str().unwrap_or("\u{0}");
         let (conn, sub, stream, attach) = resume_lane(&state, sid, cursor, owner.as_deref()).await?;
-        return Ok(SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response());
+        let replayed = crate::observe::Replayed(sub.replay_len());
+        let mut r = SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response();
+        r.extensions_mut().insert(replayed);
+        return Ok(r);
     }
     let conn = live_conn(&state, sid.ok_or_else(ApiError::missing_session)?, owner.as_deref()).await?;
     let (sub, stream, attach) = open_standalone(&conn, true).await?;

@@ -104,14 +104,17 @@ pub(crate) async fn socket(
         .max_frame_size(max)
         .write_buffer_size(write_max.min(128 << 10))
         .max_write_buffer_size(write_max);
-    upgrade.on_upgrade(move |ws| async move {
+    let replayed = crate::observe::Replayed(sub.replay_len());
+    let mut r = upgrade.on_upgrade(move |ws| async move {
         // Attach: the session is migrated, its SSE streams end, a previous
         // socket is replaced.
         conn.session.set_migrated();
         conn.end_all_sse_streams();
         let attach = conn.attach(Lane::Socket, false).expect("non-exclusive attach");
         run_socket(state, conn, ws, sub, attach, shutdown).await;
-    })
+    });
+    r.extensions_mut().insert(replayed);
+    r
 }
 
 fn close_frame(code: u16, reason: String) -> Message {

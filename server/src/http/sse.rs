@@ -72,6 +72,12 @@ impl Feed {
         Feed { backlog: Default::default(), live: Some(sub), _guard: None }
     }
 
+    /// Events it replays before going live: the store's backlog and what
+    /// is left of the subscription's pinned gap.
+    pub(crate) fn replay_len(&self) -> usize {
+        self.backlog.len() + self.live.as_ref().map_or(0, Subscription::replay_pending)
+    }
+
     /// The same feed, holding `guard` until the body drops.
     pub(crate) fn guarded(mut self, guard: tokio_util::sync::DropGuard) -> Self {
         self._guard = Some(guard);
