@@ -23,12 +23,23 @@ ir() { # binary contender n -> total instructions
 }
 
 measure() { # label binary
+  local out
+  out=$(mktemp)
   for c in $CONTENDERS; do
     local a b
     a=$(ir "$2" "$c" "$N")
     b=$(ir "$2" "$c" $((2 * N)))
-    echo "$1 $c $(((b - a) / N))"
+    echo "$1 $c $(((b - a) / N))" | tee -a "$out"
   done
+  # The instruction ratios beside the interleaved bench's time ratios
+  # (the same pairs and goals), for the contenders measured.
+  awk -v label="$1" '{ n[$2] = $3 }
+    END {
+      if (n["gapless"] && n["floor"]) printf "%s gapless/floor %.3f (goal <= 1.5)\n", label, n["gapless"] / n["floor"]
+      if (n["gapless"] && n["broadcast"]) printf "%s broadcast/gapless %.3f (goal >= 2)\n", label, n["broadcast"] / n["gapless"]
+      if (n["session"] && n["broadcast"]) printf "%s broadcast/session %.3f (goal >= 1.5)\n", label, n["broadcast"] / n["session"]
+    }' "$out"
+  rm -f "$out"
 }
 
 if [ $# -eq 0 ]; then

@@ -1,5 +1,6 @@
 //! What every bench shares: the payload, background threads that stop when
-//! dropped, cache-line padding, and where non-criterion results go.
+//! dropped, cache-line padding, where non-criterion results go, and what
+//! the rest of the machine did meanwhile.
 
 use bytes::Bytes;
 use std::path::PathBuf;
@@ -121,4 +122,74 @@ pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     assert!(!sorted.is_empty());
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// CPU time in clock ticks: of the whole machine (busy, not idle or
+/// waiting for I/O), and of one process with its waited-for children
+/// (`redis-benchmark` runs as one).
+fn machine_busy() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> =
+        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum()
+}
+
+fn process_busy(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command name's closing parenthesis: field 3 onwards;
+    // utime, stime, cutime, cstime are fields 14 to 17.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    rest.split_whitespace().skip(11).take(4).filter_map(|x| x.parse::<u64>().ok()).sum()
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// What the rest of the machine did during a run. A bench that keeps the
+/// cores busy itself (its threads, a `redis-server` it started) raises the
+/// load average, which then cannot say whether anything else ran. This
+/// can: the machine's busy CPU time minus this process's (with its
+/// waited-for children) and that of the `others` it names, in cores over
+/// the run. Linux only (`/proc`); elsewhere it reads 0.
+#[derive(Debug)]
+pub struct Foreign {
+    start: std::time::Instant,
+    machine: u64,
+    own: u64,
+    others: Vec<u32>,
+}
+
+impl Foreign {
+    /// Starts counting; `others`: processes of the bench itself.
+    pub fn start(others: &[u32]) -> Foreign {
+        let others = others.to_vec();
+        Foreign { start: std::time::Instant::now(), machine: machine_busy(), own: own_busy(&others), others }
+    }
+
+    /// The cores the rest of the machine used, on average, since `start`.
+    pub fn cores(&self) -> f64 {
+        let machine = machine_busy().saturating_sub(self.machine);
+        let own = own_busy(&self.others).saturating_sub(self.own);
+        machine.saturating_sub(own) as f64 / clock_ticks() / self.start.elapsed().as_secs_f64()
+    }
+}
+
+fn own_busy(others: &[u32]) -> u64 {
+    process_busy(std::process::id()) + others.iter().map(|&p| process_busy(p)).sum::<u64>()
+}
+
+/// The 1-minute load average, from `/proc/loadavg` (0 where there is none).
+pub fn load_1m() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split(' ').next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
 }

@@ -5,11 +5,17 @@
 //! contenders take turns in short slices (each a few milliseconds, the
 //! order rotating every round), and each round yields one ratio of
 //! neighbours measured a few milliseconds apart. Reported: the median of
-//! those per-round ratios and their spread, and each contender's median.
+//! those per-round ratios and their spread, each contender's median, the
+//! load before and after, the CPU the rest of the machine used during the
+//! run, and each ratio against its goal: "met" or "missed" only when the
+//! load was at most 0.5 before and the rest of the machine used at most 0.5
+//! cores, else "not judged".
 //!
-//! * `publish_0_readers`: gapless `Producer::publish`, the speed-of-light
-//!   floor and `tokio::sync::broadcast` (one idle receiver), exactly as in
-//!   the criterion `publish` group: same capacity, same shared payload.
+//! * `publish_0_readers`: gapless `Producer::publish`, `Session::publish`
+//!   (the server's path: the session's writer lock around the producer),
+//!   the speed-of-light floor and `tokio::sync::broadcast` (one idle
+//!   receiver), as in the criterion `publish` group: same capacity, same
+//!   shared payload.
 //! * `coverage_publishing`: the session-level coverage check while another
 //!   thread publishes flat out on the same session, against one atomic load
 //!   of a counter another thread increments flat out, as in the criterion
@@ -25,7 +31,9 @@
 
 use gapless::ring::DEFAULT_BYTE_BUDGET;
 use gapless::{ring, Event, Hub, HubConfig, RingConfig, Seq, Session, StreamId};
-use gapless_benches::harness::{digest, payload, pin_to, results_dir, Background, CachePadded};
+use gapless_benches::harness::{
+    digest, load_1m, payload, pin_to, results_dir, Background, CachePadded, Foreign,
+};
 use gapless_benches::SpeedOfLight;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,6 +96,31 @@ fn rounds(rounds: usize, slices: &mut [Slice<'_>]) -> Vec<Series> {
     out
 }
 
+/// A ratio's goal.
+#[derive(Clone, Copy, Debug)]
+enum Goal {
+    AtMost(f64),
+    AtLeast(f64),
+}
+
+impl Goal {
+    fn met(self, r: f64) -> bool {
+        match self {
+            Goal::AtMost(g) => r <= g,
+            Goal::AtLeast(g) => r >= g,
+        }
+    }
+}
+
+impl std::fmt::Display for Goal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Goal::AtMost(g) => write!(f, "<= {g}"),
+            Goal::AtLeast(g) => write!(f, ">= {g}"),
+        }
+    }
+}
+
 /// `{"a_over_b": median, "p10": .., "p90": ..}` of per-round ratios a/b.
 fn ratio_json(a: &Series, b: &Series) -> (f64, String) {
     let mut r: Vec<f64> = a.ns.iter().zip(&b.ns).map(|(x, y)| x / y).collect();
@@ -113,6 +146,8 @@ fn main() {
         return instructions(&args[2], n);
     }
     let n_rounds: usize = std::env::args().nth(1).map_or(201, |a| a.parse().expect("ROUNDS is a number"));
+    let load_before = load_1m();
+    let foreign = Foreign::start(&[]);
     pin_to(0);
     let p = payload();
 
@@ -122,13 +157,25 @@ fn main() {
     let mut sol = SpeedOfLight::new(CAPACITY);
     let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
     let mut seq = 0u64;
-    let (p1, p2, p3) = (p.clone(), p.clone(), p.clone());
+    let (p1, p2, p3, p5) = (p.clone(), p.clone(), p.clone(), p.clone());
+    // The server's path: the session's writer lock around its producer.
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let server_session = hub.create(None).unwrap();
+    let server_stream = server_session.open_stream().unwrap();
     let mut slices: Vec<Slice<'_>> = vec![
         (
             "gapless",
             Box::new(|| {
                 time(PUBLISHES, || {
                     black_box(producer.publish(&stream, p1.clone()).unwrap());
+                })
+            }),
+        ),
+        (
+            "session",
+            Box::new(|| {
+                time(PUBLISHES, || {
+                    black_box(server_session.publish(&server_stream, p5.clone()).unwrap());
                 })
             }),
         ),
@@ -158,6 +205,7 @@ fn main() {
     ];
     let publish = rounds(n_rounds, &mut slices);
     drop(slices);
+    drop(hub);
 
     // ---- coverage under concurrent publish
     let counter = Arc::new(CachePadded(AtomicU64::new(0)));
@@ -217,11 +265,22 @@ fn main() {
     let coverage = rounds(n_rounds, &mut slices);
     drop(slices);
 
+    let (foreign, load_after) = (foreign.cores(), load_1m());
+    // A time ratio is a verdict only from a quiet machine: a 1-minute load
+    // at most 0.5 before the run, and the rest of the machine using at most
+    // 0.5 cores during it (the bench's own threads raise the load average
+    // itself, so that cannot say).
+    let judged = load_before <= 0.5 && foreign <= 0.5;
+    let mut ratios_seen = Vec::new();
     let mut lines = Vec::new();
     let mut json = Vec::new();
     for (group, series, pairs) in [
-        ("publish_0_readers", &publish, vec![(0usize, 1usize), (2, 0)]),
-        ("coverage_publishing", &coverage, vec![(1, 0)]),
+        (
+            "publish_0_readers",
+            &publish,
+            vec![(0usize, 2usize, Goal::AtMost(1.5)), (3, 0, Goal::AtLeast(2.0)), (3, 1, Goal::AtLeast(1.5))],
+        ),
+        ("coverage_publishing", &coverage, vec![(1, 0, Goal::AtMost(1.5))]),
     ] {
         let mut medians = Vec::new();
         for s in series.iter() {
@@ -230,12 +289,9 @@ fn main() {
             medians.push(format!("\"{}\": {m:.4}", s.name));
         }
         let mut ratios = Vec::new();
-        for (a, b) in pairs {
+        for (a, b, goal) in pairs {
             let (m, j) = ratio_json(&series[a], &series[b]);
-            lines.push(format!(
-                "{group}: {} / {} = {m:.3} (median of per-round ratios)",
-                series[a].name, series[b].name
-            ));
+            ratios_seen.push((format!("{group}: {} / {}", series[a].name, series[b].name), m, goal));
             ratios.push(j);
         }
         json.push(format!(
@@ -247,10 +303,29 @@ fn main() {
     for l in &lines {
         println!("{l}");
     }
+    println!(
+        "load: {load_before:.2} before, {load_after:.2} after; the rest of the machine used {foreign:.2} cores during the run"
+    );
+    for (name, m, goal) in &ratios_seen {
+        let verdict = if !judged {
+            format!("not judged (load {load_before:.2}, rest of the machine {foreign:.2} cores)")
+        } else if goal.met(*m) {
+            "met".to_owned()
+        } else {
+            "missed".to_owned()
+        };
+        println!("{name} = {m:.3} (median of per-round ratios; goal {goal}): {verdict}");
+    }
     let path = results_dir().join("interleaved.json");
     std::fs::create_dir_all(results_dir()).expect("results dir");
-    std::fs::write(&path, format!("{{\n  \"rounds\": {n_rounds},\n{}\n}}\n", json.join(",\n")))
-        .expect("write interleaved results");
+    std::fs::write(
+        &path,
+        format!(
+            "{{\n  \"rounds\": {n_rounds},\n  \"load_before\": {load_before:.2},\n  \"load_after\": {load_after:.2},\n  \"foreign_cores\": {foreign:.3},\n  \"judged\": {judged},\n{}\n}}\n",
+            json.join(",\n")
+        ),
+    )
+    .expect("write interleaved results");
     println!("interleaved: wrote {}", path.display());
 }
 

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use gapless::ring::RingConfig;
 use gapless::session::{Decision, ResumeRequest, Target};
 use gapless::{EventId, Seq, SessionId, StreamId};
+use gapless_benches::harness::Foreign;
 use gapless_redis::testing::RedisServer;
 use gapless_redis::{Appender, Notifier, RedisStore, StoreConfig, TailEntry};
 use std::collections::VecDeque;
@@ -226,64 +227,6 @@ fn load() -> String {
         .join(" ")
 }
 
-/// CPU time in clock ticks: of the whole machine (busy, not idle or
-/// waiting for I/O), and of one process with its waited-for children
-/// (`redis-benchmark` runs as one).
-fn machine_busy() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> =
-        stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    // user nice system idle iowait irq softirq steal
-    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum()
-}
-
-fn process_busy(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command name's closing parenthesis: field 3 onwards;
-    // utime, stime, cutime, cstime are fields 14 to 17.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    rest.split_whitespace().skip(11).take(4).filter_map(|x| x.parse::<u64>().ok()).sum()
-}
-
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// What the rest of the machine did during a run: the bench keeps both
-/// cores busy itself (its client and `redis-server`), so the load average
-/// cannot say whether anything else ran. This can: the machine's busy CPU
-/// time minus this process's and `redis-server`'s, in cores over the run.
-struct Foreign {
-    start: Instant,
-    machine: u64,
-    own: u64,
-    redis_pid: u32,
-}
-
-impl Foreign {
-    fn start(redis_pid: u32) -> Foreign {
-        Foreign {
-            start: Instant::now(),
-            machine: machine_busy(),
-            own: process_busy(std::process::id()) + process_busy(redis_pid),
-            redis_pid,
-        }
-    }
-
-    /// The cores the rest of the machine used, on average, since `start`.
-    fn cores(&self) -> f64 {
-        let machine = machine_busy().saturating_sub(self.machine);
-        let own = (process_busy(std::process::id()) + process_busy(self.redis_pid)).saturating_sub(self.own);
-        machine.saturating_sub(own) as f64 / clock_ticks() / self.start.elapsed().as_secs_f64()
-    }
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // `--profile`: only the one-session figure, long, for `perf record`.
@@ -304,7 +247,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let redis = RedisServer::start(&[]);
     let load_before = load();
-    let foreign = Foreign::start(redis.pid().expect("redis-server runs"));
+    let foreign = Foreign::start(&[redis.pid().expect("redis-server runs")]);
     rt.block_on(async {
         let big = RingConfig::new(run.events + 16, 1 << 30);
         let s_big = store(&redis, big).await;
