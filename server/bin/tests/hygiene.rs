@@ -383,6 +383,34 @@ async fn live_sessions_per_client_are_capped() {
     }
 }
 
+/// A session id that is not UTF-8 names no session: an initialize carrying
+/// one is `unknown_session`, never a new session past the per-client cap
+/// (the limits apply to requests without the header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_id_that_is_not_utf8_creates_no_session() {
+    let config = ServerConfig { max_sessions_per_client: 1, ..ServerConfig::default() };
+    let s = start_served(config, ServeConfig::default()).await;
+    let _a = s.initialize().await;
+    let bad = reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap();
+    for _ in 0..3 {
+        let r = s
+            .http
+            .post(&s.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", bad.clone())
+            .body(init_body().to_string())
+            .send()
+            .await
+            .unwrap();
+        expect_error(r, 404, "unknown_session").await;
+        let r = s.http.get(&s.url).header("mcp-session-id", bad.clone()).send().await.unwrap();
+        expect_error(r, 404, "unknown_session").await;
+    }
+    let m = s.server.metrics_text();
+    assert!(m.lines().any(|l| l == "gapless_sessions_live 1"), "nothing created: {m}");
+}
+
 /// With the memory budget spent and nothing left to evict, `initialize` is
 /// refused 503 `memory_exhausted` with `Retry-After`; the sessions already
 /// there keep working.

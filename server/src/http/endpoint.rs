@@ -3,7 +3,7 @@
 //! requests into sessions, streams and responses, and leaves what to do
 //! with each JSON-RPC message to `dispatch.rs`.
 
-use super::guard::{caller, header, read_body, Accepts, NewSession};
+use super::guard::{caller, read_body, session_header, Accepts, NewSession};
 use super::sse::{Feed, Framing, SseBody};
 use crate::dispatch;
 use crate::error::ApiError;
@@ -51,7 +51,7 @@ fn rpc_error_response(status: StatusCode, e: RpcError) -> Response {
 
 async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (acc, owner) = checked(&req);
-    let sid = header(req.headers(), SESSION_HEADER).map(str::to_owned);
+    let sid = session_header(req.headers()).map(str::to_owned);
     let slot = req.extensions().get::<NewSession>().and_then(|n| crate::state::lock(&n.0).take());
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
@@ -235,7 +235,7 @@ async fn initialize(
 async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (_, owner) = checked(&req);
     let h = req.headers();
-    let sid = header(h, SESSION_HEADER);
+    let sid = session_header(h);
     if let Some(cursor) = h.get(LAST_EVENT_ID) {
         // A resume (`docs/SPEC.md` §4.2), even with a non-UTF-8 cursor
         // (malformed).
@@ -332,7 +332,7 @@ pub(super) fn unread_gap(e: SnapshotError) -> ApiError {
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (_, owner) = checked(&req);
-    let sid = header(req.headers(), SESSION_HEADER).ok_or_else(ApiError::missing_session)?;
+    let sid = session_header(req.headers()).ok_or_else(ApiError::missing_session)?;
     if let Some(c) = &state.cluster {
         // The store's session goes; every node following it drops its
         // replica when its follower reads that.

@@ -65,6 +65,15 @@ pub(crate) fn header<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// The request's session id: `None` only when the header is absent. A
+/// value that is not UTF-8 names no session (it reads as one no session
+/// has: 404 `unknown_session`), and is never taken for "no session": a
+/// request carrying one must not create a session past the limits the
+/// layer applies to session-less requests.
+pub(crate) fn session_header(h: &HeaderMap) -> Option<&str> {
+    h.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or("\u{0}"))
+}
+
 /// The layer's function: checks, then the handler.
 pub(crate) async fn guard(
     State((state, route)): State<(Arc<AppState>, Route)>,
