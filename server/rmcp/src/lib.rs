@@ -45,8 +45,16 @@
 //! For every option of gapless-server's builder (caller identity, a cluster
 //! store, the endpoint path), build the server yourself around an
 //! [`RmcpHost`]: `McpServer::builder(RmcpHost::new(factory)?)`.
+//!
+//! On the client side, rmcp's own client retries a refused resume forever
+//! and leaves the request pending; [`client::GaplessClient`] (feature
+//! `client`, on by default) is the client to build rmcp's
+//! `StreamableHttpClientTransport` with instead: the refusal then answers
+//! the request, as an error that [`client::Refusal::from_error`] reads.
 #![deny(missing_docs)]
 
+#[cfg(feature = "client")]
+pub mod client;
 mod host;
 mod link;
 

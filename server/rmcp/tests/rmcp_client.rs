@@ -2,7 +2,8 @@
 //! streamable HTTP client: schemas, logging and progress on the call's own
 //! stream, a cut stream resumed with every event once, cancellation reaching
 //! the handler's token, a server → client request answered by the client,
-//! and each session's handler dropped when the session ends.
+//! each session's handler dropped when the session ends, and a refused
+//! resume: rmcp's own client hangs on it, `GaplessClient` returns it.
 
 #![allow(deprecated)] // rmcp 3.11 marks the logging API deprecated (SEP-2577); it is the API.
 
@@ -235,8 +236,9 @@ struct Cut {
 }
 
 /// A TCP proxy to `upstream` that cuts, once, the connection whose
-/// response carries `marker`, right after forwarding it.
-async fn cutting_proxy(upstream: SocketAddr, marker: &'static str) -> (SocketAddr, Arc<Cut>) {
+/// response carries `marker`, right after forwarding it, and holds each
+/// request with a `Last-Event-ID` for `hold` before it goes upstream.
+async fn cutting_proxy(upstream: SocketAddr, marker: &'static str, hold: Duration) -> (SocketAddr, Arc<Cut>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cut = Arc::new(Cut::default());
@@ -256,6 +258,7 @@ async fn cutting_proxy(upstream: SocketAddr, marker: &'static str) -> (SocketAdd
                         if String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase().contains("last-event-id:")
                         {
                             seen.resumed.store(true, Ordering::SeqCst);
+                            tokio::time::sleep(hold).await;
                         }
                         if uw.write_all(&buf[..n]).await.is_err() {
                             break;
@@ -289,7 +292,7 @@ async fn cutting_proxy(upstream: SocketAddr, marker: &'static str) -> (SocketAdd
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_call_stream_resumes_with_every_event_once_and_the_call_returns() {
     let upstream = counter_server().await;
-    let (proxy, cut) = cutting_proxy(upstream, "\"seq\":8}").await;
+    let (proxy, cut) = cutting_proxy(upstream, "\"seq\":8}", Duration::ZERO).await;
     let seen = Seen::default();
     let client = connect(proxy, &seen).await;
     let call = CallToolRequestParams::new("emit_events")
@@ -300,6 +303,75 @@ async fn a_cut_call_stream_resumes_with_every_event_once_and_the_call_returns() 
     assert_eq!(text(&r), "emitted 30");
     settle(&seen, 30, 30).await;
     assert_eq!(seqs(&seen), (1..=30).collect::<Vec<_>>(), "every event once");
+    client.cancel().await.unwrap();
+}
+
+/// A call whose stream is cut and whose cursor is evicted before the
+/// client comes back (a ring of 16 events, 55 more published while the
+/// resume is held up).
+async fn refused_resume_setup() -> (SocketAddr, Arc<Cut>, CallToolRequestParams) {
+    let config = Config {
+        server: gapless_rmcp::gapless_server::ServerConfig::default()
+            .with_ring(gapless::RingConfig::new(16, 1 << 20)),
+        ..Config::default()
+    };
+    let upstream = serve(StreamableHttpService::new(|| Ok(counter::Counter::new()), config).unwrap()).await;
+    // The resume waits 2 s at the proxy: the call's 60 events (300 ms)
+    // are all out by then, and the cursor's evicted.
+    let (proxy, cut) = cutting_proxy(upstream, "\"seq\":5}", Duration::from_secs(2)).await;
+    let call = CallToolRequestParams::new("emit_events")
+        .with_arguments(args(json!({"count": 60, "interval_ms": 5})));
+    (proxy, cut, call)
+}
+
+/// rmcp's own client retries a refused resume with the same cursor and
+/// leaves the call pending: what `GaplessClient` exists for (the next
+/// test). Shown for 8 s, long past the server's refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcps_own_client_hangs_on_a_refused_resume() {
+    let (proxy, cut, call) = refused_resume_setup().await;
+    let seen = Seen::default();
+    let client = connect(proxy, &seen).await;
+    let r = tokio::time::timeout(Duration::from_secs(8), client.call_tool(call)).await;
+    assert!(cut.done.load(Ordering::SeqCst) && cut.resumed.load(Ordering::SeqCst), "cut, then resumed");
+    assert!(r.is_err(), "rmcp 3.11's client returned: {r:?} (if it now surfaces refusals, update the docs)");
+    drop(client);
+}
+
+/// `GaplessClient`: the refused resume answers the call, with the
+/// refusal's kind and numbers, in bounded time (rmcp's first retry comes
+/// within seconds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_resume_fails_the_call_with_the_refusal() {
+    use gapless_rmcp::client::{GaplessClient, Refusal};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let (proxy, cut, call) = refused_resume_setup().await;
+    let seen = Seen::default();
+    let http = GaplessClient::new();
+    let transport = StreamableHttpClientTransport::with_client(
+        http.clone(),
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{proxy}/mcp")),
+    );
+    let client = tokio::time::timeout(LIMIT, seen.clone().serve(transport)).await.unwrap().unwrap();
+    let e = tokio::time::timeout(LIMIT, client.call_tool(call))
+        .await
+        .expect("the call returns")
+        .expect_err("refused");
+    assert!(cut.done.load(Ordering::SeqCst) && cut.resumed.load(Ordering::SeqCst), "cut, then resumed");
+    let refusal = Refusal::from_error(&e).unwrap_or_else(|| panic!("not a refusal: {e:?}"));
+    assert_eq!((refusal.status, refusal.kind.as_str()), (409, "gap_not_covered"), "{refusal:?}");
+    assert!(refusal.body["missing"].as_u64().unwrap() > 0, "{refusal:?}");
+    assert!(refusal.body["oldest"].as_str().is_some(), "{refusal:?}");
+    assert_eq!(
+        refusal.body["cursor"].as_str(),
+        refusal.cursor.as_deref(),
+        "the cursor the client resumed with"
+    );
+    assert_eq!(http.refusals(), vec![refusal]);
+    // The session goes on: another call works.
+    let call = CallToolRequestParams::new("emit_events").with_arguments(args(json!({"count": 2})));
+    let r = tokio::time::timeout(LIMIT, client.call_tool(call)).await.expect("returns").unwrap();
+    assert_eq!(text(&r), "emitted 2");
     client.cancel().await.unwrap();
 }
 
