@@ -58,6 +58,10 @@ pub(crate) struct Via {
     via: &'static str,
 }
 
+/// Set on the response of a legacy `GET /sse` that created a session.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LegacyCreated;
+
 /// What a granted resume or migration replays before it goes live: set
 /// on its response by the handler, observed by [`count`].
 #[derive(Clone, Copy, Debug)]
@@ -752,6 +756,18 @@ pub(crate) async fn count(
         }
         Counted::Endpoint if method == Method::DELETE && outcome == "ok" => {
             metrics.sessions_deleted.inc();
+        }
+        // The legacy transport: a GET of `/sse` without `sessionId` creates
+        // a session (its handler marks the response); one with a cursor is
+        // a resume.
+        Counted::Legacy if method == Method::GET => {
+            if resume {
+                metrics.resumes.get_or_create(&Outcome { outcome }).inc();
+            } else if r.extensions().get::<LegacyCreated>().is_some() {
+                metrics.sessions_created.inc();
+            } else if let Some(k) = refusal.filter(|k| NO_ROOM.contains(k)) {
+                metrics.sessions_refused.get_or_create(&Reason { reason: k.as_str() }).inc();
+            }
         }
         Counted::Upgrade if method == Method::POST => {
             metrics.migrations.get_or_create(&Outcome { outcome }).inc();

@@ -143,6 +143,37 @@ async fn seed_003_legacy_reconnect() {
         }
     }
     assert_eq!(seen, (1..=40).collect::<Vec<_>>(), "every event once, in order");
+    // Counted like the Streamable HTTP ones: the session the first GET
+    // created, and the reconnect as a granted resume with its replay.
+    let m = s.server.metrics_text();
+    for line in [
+        "gapless_sessions_created_total 1",
+        r#"gapless_resumes_total{outcome="ok"} 1"#,
+        r#"gapless_replayed_events_count{via="resume"} 1"#,
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} in:\n{m}");
+    }
+}
+
+/// A legacy GET refused for lack of room is counted by reason, like an
+/// initialize.
+#[tokio::test]
+async fn a_legacy_session_refused_for_lack_of_room_is_counted() {
+    let config = ServerConfig {
+        hub: gapless::HubConfig { max_sessions: 1, ..Default::default() },
+        ..ServerConfig::default()
+    };
+    let s = start(config).await;
+    let _l = open(&s, &[]).await;
+    let r = s.http.get(format!("{}/sse", s.url)).header("accept", "text/event-stream").send().await.unwrap();
+    expect_error(r, 503, "too_many_sessions").await;
+    let m = s.server.metrics_text();
+    for line in [
+        "gapless_sessions_created_total 1",
+        r#"gapless_sessions_refused_total{reason="too_many_sessions"} 1"#,
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} in:\n{m}");
+    }
 }
 
 /// Seed 003, the move: a legacy session continued over Streamable HTTP with

@@ -63,13 +63,18 @@ async fn sse_inner(
         let session = state.hub.create(owner.as_deref())?;
         let conn = Arc::new(Conn::new(&state, Arc::clone(&session), LEGACY_VERSION.to_owned(), slot, None));
         state.insert(Arc::clone(&conn));
-        return standalone(conn, &messages).await;
+        let mut r = standalone(conn, &messages).await?;
+        r.extensions_mut().insert(crate::observe::LegacyCreated);
+        return Ok(r);
     };
     if let Some(cursor) = cursor {
         // An EventSource reconnect: the cursor's stream, per the table.
         let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref()).await?;
         let preface = endpoint_event(&messages, &conn);
-        return Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response());
+        let replayed = crate::observe::Replayed(sub.replay_len());
+        let mut r = SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response();
+        r.extensions_mut().insert(replayed);
+        return Ok(r);
     }
     standalone(live_conn(&state, sid, owner.as_deref()).await?, &messages).await
 }
