@@ -261,7 +261,7 @@ impl Producer {
     /// Publishes `payload` on `stream` and returns its seq. Never blocks,
     /// never waits for a reader; evicts the oldest events as needed to stay
     /// within both bounds.
-    #[inline]
+    #[inline(always)]
     pub fn publish(&mut self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, PublishError> {
         let rec = &*stream.rec;
         if rec.ring_id != self.geo.ring_id {
@@ -379,6 +379,16 @@ impl Producer {
             // (one ownership of their cache line per publish, not two).
             return true;
         }
+        self.evict_chunks(k0, k1, o);
+        false
+    }
+
+    /// The part of [`Producer::evict_for`] when chunks `k0 .. k1` emptied
+    /// (once per chunk): out of line, so that the hot path keeps fewer
+    /// registers.
+    #[cold]
+    #[inline(never)]
+    fn evict_chunks(&mut self, k0: u64, k1: u64, o: u64) {
         // Once per chunk: the evicted bytes for readers (a statistic).
         self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);
         // Chunks wholly below the new `oldest`: readers must see `oldest`
@@ -389,7 +399,6 @@ impl Producer {
         self.clear_chunks(k0, k1);
         #[cfg(gapless_mutant = "late_evict")]
         self.shared.window.oldest.store(o, Ordering::Release);
-        false
     }
 
     /// Takes chunks `k0 .. k1`, wholly below the stored `oldest`, out of
@@ -488,6 +497,7 @@ impl Producer {
 
     /// Starts a new chunk whose first seq is `seq`.
     #[cold]
+    #[inline(never)]
     fn roll(&mut self, seq: u64) {
         let c = self.geo.chunk_events;
         let chunk = match self.spare.take() {
