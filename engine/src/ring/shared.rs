@@ -96,9 +96,10 @@ pub(crate) struct Window {
     /// publish.
     pub(crate) oldest: AtomicU64,
     /// Payload bytes of every event evicted so far: a statistic (what an
-    /// operator sees), written only by the producer on a publish that
-    /// evicts, Relaxed both ways; nothing is ordered by it. On this line
-    /// because that publish writes the line anyway.
+    /// operator sees), written only by the producer, Relaxed both ways,
+    /// when eviction empties a chunk (it then writes `oldest` on this line
+    /// anyway), in `evict_to`, and when the producer goes; nothing is
+    /// ordered by it.
     pub(crate) evicted_bytes: AtomicU64,
 }
 

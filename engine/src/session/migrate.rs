@@ -191,6 +191,10 @@ mod tests {
         assert_eq!(hub.sweep_tickets(), 0, "counted once");
         assert_eq!(hub.tickets_expired(), 3);
         assert!(matches!(hub.redeem(&t1.to_string(), None, None), Err(TicketError::Expired)));
+        // Even past the redeem's own expiry check (a sweep at the expiry
+        // instant, between the check and the take): expired, not redeemed.
+        assert!(matches!(a.tickets.take(&t1), Err(TicketError::Expired)));
+        assert!(matches!(a.tickets.take(&t2), Err(TicketError::Redeemed)));
         // Found by an issue (which prunes) and by a session's end.
         issue(&b);
         issue(&c);

@@ -74,9 +74,12 @@ impl std::error::Error for TicketError {}
 struct Entry {
     ticket: Ticket,
     cursor: Seq,
-    /// `None` once redeemed (the snapshot moved to the redeemer); the entry
-    /// stays as a tombstone until it expires so reuse is told apart.
+    /// `None` once redeemed (the snapshot moved to the redeemer), or once
+    /// it expired unredeemed and a sweep let go of its gap; the entry stays
+    /// as a tombstone until it is pruned, so that reuse is told apart.
     snapshot: Option<Snapshot>,
+    /// Whether `take` took the snapshot (else a sweep did, at expiry).
+    redeemed: bool,
     expires_ms: u64,
 }
 
@@ -104,7 +107,11 @@ impl TicketBook {
     pub(super) fn take(&self, ticket: &Ticket) -> Result<(Seq, Snapshot), TicketError> {
         let mut entries = lock(&self.entries);
         let e = entries.iter_mut().find(|e| e.ticket == *ticket).ok_or(TicketError::Unknown)?;
-        let snapshot = e.snapshot.take().ok_or(TicketError::Redeemed)?;
+        // Its gap is gone if it was redeemed, or if it expired and a sweep
+        // let go of it (perhaps since the caller checked the expiry).
+        let gone = if e.redeemed { TicketError::Redeemed } else { TicketError::Expired };
+        let snapshot = e.snapshot.take().ok_or(gone)?;
+        e.redeemed = true;
         Ok((e.cursor, snapshot))
     }
 }
@@ -160,7 +167,7 @@ impl TicketIndex {
         }
         let ticket = Ticket::random();
         index.insert(ticket.0, (book.session, expires_ms));
-        entries.push(Entry { ticket, cursor, snapshot: Some(snapshot), expires_ms });
+        entries.push(Entry { ticket, cursor, snapshot: Some(snapshot), redeemed: false, expires_ms });
         Ok(ticket)
     }
 
