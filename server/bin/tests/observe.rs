@@ -310,14 +310,15 @@ async fn expired_tickets_are_counted() {
 
 /// `--log-format json`: one JSON object per line; each refusal logged once
 /// with its kind and numbers, in a span that names the session by its tag;
-/// the session id (a bearer secret) in no line.
+/// each SSE response in a span of its own; the session id (a bearer
+/// secret) in no line.
 #[tokio::test]
 async fn json_logs_name_refusals_and_never_the_session_id() {
     use std::io::BufRead;
     let port = gapless_redis::testing::free_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
         .args(["--bind", &format!("127.0.0.1:{port}"), "--ring-events", "8", "--log-format", "json"])
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,gapless_server=debug")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -366,6 +367,19 @@ async fn json_logs_name_refusals_and_never_the_session_id() {
     let tag = r["span"]["session"].as_str().expect("the span names the session");
     assert_eq!(tag.len(), 8, "{r}");
     assert!(!sid.contains(tag), "the tag is no part of the id");
+    // Each SSE response has a span of its own (debug: opened, closed),
+    // naming the session by the same tag, and its stream.
+    let closed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["fields"]["message"] == "stream closed")
+        .collect();
+    assert!(closed.len() >= 3, "initialize and two calls: {lines:#?}");
+    for c in &closed {
+        assert_eq!(c["span"]["name"], "stream", "{c}");
+        assert_eq!(c["span"]["session"], tag, "{c}");
+        assert!(c["span"]["stream"].as_u64().is_some(), "{c}");
+    }
 }
 
 /// The status page and its data: loopback by default; with a token the

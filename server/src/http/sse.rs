@@ -139,6 +139,9 @@ pub(crate) struct SseBody {
     framing: Framing,
     /// Sent before the first event (the legacy `endpoint` event).
     preface: Option<Bytes>,
+    /// This stream's span (the session's tag, the stream, the framing):
+    /// entered on every poll, so what the body logs carries it.
+    span: tracing::Span,
     _guard: ConnectionGuard,
 }
 
@@ -156,6 +159,13 @@ impl SseBody {
         let period = conn.config.keepalive;
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let span = tracing::info_span!(
+            "stream",
+            session = %crate::observe::SessionTag::of_id(&conn.session.id()),
+            stream = stream.0,
+            framing = ?framing,
+        );
+        span.in_scope(|| tracing::debug!("stream opened"));
         SseBody {
             retry_ms: conn.config.sse_retry.as_millis(),
             conn,
@@ -169,6 +179,7 @@ impl SseBody {
             gen: attach.0,
             framing,
             preface,
+            span,
             _guard: guard,
         }
     }
@@ -179,6 +190,7 @@ impl Stream for SseBody {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        let _span = this.span.clone().entered();
         // Polled again: the previous chunk was accepted for writing.
         if let Some(e) = this.undelivered.take() {
             this.conn.session.reader().mark_delivered(&e);
@@ -269,6 +281,7 @@ impl SseBody {
 
 impl Drop for SseBody {
     fn drop(&mut self) {
+        self.span.in_scope(|| tracing::debug!(finished = self.finished, "stream closed"));
         self.conn.metrics.sse_open.dec();
         self.conn.detach(Lane::Stream(self.stream), self.gen);
     }
