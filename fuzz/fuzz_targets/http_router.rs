@@ -826,7 +826,7 @@ impl World {
             Call::UnknownMethod => ("resources/list", Value::Null),
             Call::UnknownTool => ("tools/call", json!({"name": "nope"})),
         };
-        if matches!(call, Call::Reinit) && sid_str(&sid).is_none() {
+        if matches!(call, Call::Reinit) && sid_header(&sid).is_none() {
             // That is an `initialize` (a new session): `Op::Initialize`'s job.
             return;
         }
@@ -855,7 +855,7 @@ impl World {
             Exchange::Guarded => {}
             other => fail(&format!("call: expected {kind:?}, got {other:?}")),
         };
-        if sid_str(&sid).is_none() {
+        if sid_header(&sid).is_none() {
             return expect_refusal(&ex, ErrorKind::MissingSession);
         }
         let Some(i) = found else { return expect_refusal(&ex, ErrorKind::UnknownSession) };
@@ -953,7 +953,7 @@ impl World {
             to_vec(&body),
         );
         let ex = self.exchange(req, &sent).await;
-        let want = match (sid_str(&sid), found) {
+        let want = match (sid_header(&sid), found) {
             (None, _) => Some(ErrorKind::MissingSession),
             (Some(_), None) => Some(ErrorKind::UnknownSession),
             _ => None,
@@ -1152,7 +1152,7 @@ impl World {
         // A cursor that is not UTF-8 is malformed (the handler reads it as "\0").
         let cursor_str = std::str::from_utf8(&cursor).unwrap_or("\u{0}").to_owned();
         let expected = decide::decide(
-            sid_str(&sid),
+            sid_header(&sid),
             found.map(|i| RefSession { ns: self.sessions[i].ns, ring: &self.sessions[i].ring }),
             Some(&cursor_str),
             Target::Stream,
@@ -1193,7 +1193,7 @@ impl World {
         if matches!(ex, Exchange::Guarded) {
             return;
         }
-        let want = match (sid_str(&sid), found) {
+        let want = match (sid_header(&sid), found) {
             (None, _) => Some(ErrorKind::MissingSession),
             (Some(_), None) => Some(ErrorKind::UnknownSession),
             (_, Some(i)) if self.lanes.contains_key(&(i, 1)) => Some(ErrorKind::StreamBusy),
@@ -1361,7 +1361,7 @@ impl World {
             vec![],
         );
         let ex = self.exchange(req, &sent).await;
-        match (ex, sid_str(&sid), found) {
+        match (ex, sid_header(&sid), found) {
             (Exchange::Guarded, ..) => {}
             (Exchange::Refused(Refused::Kind(ErrorKind::MissingSession, _)), None, _) => {}
             (Exchange::Refused(Refused::Kind(ErrorKind::UnknownSession, _)), Some(_), None) => {}
@@ -1431,9 +1431,17 @@ enum Exchange {
     Hang,
 }
 
+/// The session id as text, for a URL path: `None` when it is absent or
+/// not UTF-8 (such an id cannot be put in a path).
 fn sid_str(sid: &Option<Vec<u8>>) -> Option<&str> {
-    // A session id header that is not UTF-8 is read as absent.
     sid.as_deref().and_then(|b| std::str::from_utf8(b).ok())
+}
+
+/// The session id header as the endpoint reads it (`docs/SPEC.md` §4.2):
+/// `None` only when absent; one that is not UTF-8 is present and names no
+/// session (it reads as "\0").
+fn sid_header(sid: &Option<Vec<u8>>) -> Option<&str> {
+    sid.as_deref().map(|b| std::str::from_utf8(b).unwrap_or("\u{0}"))
 }
 
 fn to_vec(v: &Value) -> Vec<u8> {
