@@ -15,7 +15,8 @@ use tracing_subscriber::EnvFilter;
 #[command(version, about)]
 struct Args {
     /// The application: the demo tools and conformance fixtures, or
-    /// gapless-rmcp's counter example (an rmcp `ServerHandler`).
+    /// gapless-rmcp's counter example, or the conformance fixtures written
+    /// as an rmcp `ServerHandler`.
     #[arg(long, value_enum, default_value_t = HostKind::Demo)]
     host: HostKind,
     /// Address to listen on.
@@ -150,6 +151,8 @@ enum HostKind {
     Demo,
     /// gapless-rmcp's counter: `increment`, `decrement`, `get_value`, `emit_events`.
     RmcpCounter,
+    /// The conformance fixtures written as an rmcp handler (gapless-rmcp).
+    RmcpConformance,
 }
 
 /// `512M`, `2G`, `1048576`, `unlimited`.
@@ -256,6 +259,13 @@ async fn main() -> std::io::Result<()> {
             Ok(host) => McpServer::builder(host),
             Err(e) => {
                 eprintln!("gapless-server: --host rmcp-counter: {e}");
+                std::process::exit(2);
+            }
+        },
+        HostKind::RmcpConformance => match gapless_server_bin::rmcp_conformance() {
+            Ok(host) => McpServer::builder(host),
+            Err(e) => {
+                eprintln!("gapless-server: --host rmcp-conformance: {e}");
                 std::process::exit(2);
             }
         },

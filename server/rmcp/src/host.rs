@@ -259,11 +259,13 @@ impl<S: ServerHandler> Inner<S> {
             }
             Err(e) => return Err(RpcError::invalid_params(format!("{method}: {e}"))),
         };
+        let ctx = Arc::new(ctx);
         let (transport, mut link) = link::pair();
         let own = serve_directly(Unused, transport, session.client.clone());
         let mut rctx = RmcpContext::new(id, own.peer().clone());
         rctx.meta = std::mem::take(request.get_meta_mut());
         rctx.extensions = std::mem::take(request.extensions_mut());
+        rctx.extensions.insert(RequestStream { ctx: Arc::clone(&ctx) });
         let ct = tokio_util::sync::CancellationToken::new();
         rctx.ct = ct.clone();
         // Dropped when gapless drops this future (the request was
@@ -277,9 +279,9 @@ impl<S: ServerHandler> Inner<S> {
                 Some(Outbound { message, ack }) = link.outbound.recv() => match message {
                     // One at a time, in the order the loop sent them.
                     JsonRpcMessage::Notification(n) => {
-                        let _ = ack.send(publish_notification(&ctx, n).await);
+                        let _ = ack.send(publish_notification(&*ctx, n).await);
                     }
-                    other => asks.extend(ask(&ctx, other, ack, &link)),
+                    other => asks.extend(ask(&*ctx, other, ack, &link)),
                 },
                 Some(()) = asks.next(), if !asks.is_empty() => {}
                 r = &mut running => break r,
@@ -289,7 +291,7 @@ impl<S: ServerHandler> Inner<S> {
         // and the loop passed on before the response.
         while let Ok(Outbound { message, ack }) = link.outbound.try_recv() {
             let r = match message {
-                JsonRpcMessage::Notification(n) => publish_notification(&ctx, n).await,
+                JsonRpcMessage::Notification(n) => publish_notification(&*ctx, n).await,
                 _ => Err(LinkError::Closed),
             };
             let _ = ack.send(r);
@@ -302,6 +304,42 @@ impl<S: ServerHandler> Inner<S> {
             Ok(Err(e)) => Err(rpc_error(e)),
             Err(e) => Err(RpcError::new(INTERNAL_ERROR, format!("the handler failed: {e}"))),
         }
+    }
+}
+
+/// The request's own gapless stream, in its rmcp `RequestContext`'s
+/// `extensions`: what gapless's transport offers a handler beyond rmcp's
+/// API.
+///
+/// ```no_run
+/// # async fn tool(ctx: rmcp::service::RequestContext<rmcp::RoleServer>) {
+/// if let Some(stream) = ctx.extensions.get::<gapless_rmcp::RequestStream>() {
+///     // The client resumes with Last-Event-ID and gets the rest there.
+///     stream.close_sse_stream().await;
+/// }
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RequestStream {
+    ctx: Arc<RequestContext>,
+}
+
+impl fmt::Debug for RequestStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RequestStream").field("request_id", self.ctx.request_id()).finish()
+    }
+}
+
+impl RequestStream {
+    /// Ends the HTTP response that carries this request's stream, once the
+    /// client has received what was published on it so far (SEP-1699
+    /// polling, `docs/SPEC.md` §5): the client reconnects with
+    /// `Last-Event-ID` and what the handler sends afterwards, its response
+    /// included, is replayed there. The request goes on running. Keep it
+    /// no longer than the request: called later, it would only make a
+    /// client that is still reading the stream's end come back for it.
+    pub async fn close_sse_stream(&self) {
+        self.ctx.close_sse_stream().await
     }
 }
 

@@ -41,6 +41,9 @@
 //! partial replay; sessions may move to a WebSocket; the memory budget and
 //! per-client limits apply. How the handler is driven, and the few places
 //! where it differs from rmcp's own transport, is in [`RmcpHost`]'s module.
+//! A handler that wants to end its SSE response early (SEP-1699 polling),
+//! which rmcp's API has no call for, finds a [`RequestStream`] in its
+//! context's `extensions`.
 //!
 //! For every option of gapless-server's builder (caller identity, a cluster
 //! store, the endpoint path), build the server yourself around an
@@ -59,7 +62,7 @@ mod host;
 mod link;
 
 pub use gapless_server;
-pub use host::{HandlerFactory, RmcpHost};
+pub use host::{HandlerFactory, RequestStream, RmcpHost};
 
 use axum::extract::Request;
 use axum::response::Response;

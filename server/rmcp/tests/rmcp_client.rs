@@ -1,7 +1,9 @@
 //! rmcp handlers on gapless, driven over loopback HTTP by rmcp 3.11's own
 //! streamable HTTP client: schemas, logging and progress on the call's own
 //! stream, a cut stream resumed with every event once, cancellation reaching
-//! the handler's token, a server → client request answered by the client,
+//! the handler's token, server → client requests (sampling, roots) answered
+//! by the client, a handler ending its SSE response early (SEP-1699) and the
+//! client resuming it,
 //! each session's handler dropped when the session ends, and a refused
 //! resume: rmcp's own client hangs on it, `GaplessClient` returns it.
 
@@ -76,9 +78,16 @@ impl ClientHandler for Seen {
         Ok(CreateMessageResult::new(SamplingMessage::assistant_text(text), "test-model".into()))
     }
 
+    async fn list_roots(
+        &self,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        Ok(rmcp::model::ListRootsResult::new(vec![rmcp::model::Root::new("file:///the/client/root")]))
+    }
+
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::builder().enable_sampling().build(),
+            ClientCapabilities::builder().enable_roots().enable_sampling().build(),
             Implementation::new("gapless-rmcp-test", "0"),
         )
     }
@@ -445,6 +454,31 @@ impl Probe {
         Ok(CallToolResult::success(vec![ContentBlock::text(answer)]))
     }
 
+    #[tool(description = "The client's roots")]
+    async fn client_roots(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let r = ctx.peer.list_roots().await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let uris: Vec<&str> = r.roots.iter().map(|r| r.uri.as_str()).collect();
+        Ok(CallToolResult::success(vec![ContentBlock::text(uris.join(" "))]))
+    }
+
+    #[tool(description = "Log, end the SSE response (SEP-1699), log again, return")]
+    async fn close_then_finish(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let log = |m: &'static str| {
+            ctx.peer.notify_logging_message(LoggingMessageNotificationParam::new(
+                rmcp::model::LoggingLevel::Info,
+                json!(m),
+            ))
+        };
+        log("before").await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let stream = ctx
+            .extensions
+            .get::<gapless_rmcp::RequestStream>()
+            .ok_or_else(|| ErrorData::internal_error("no gapless_rmcp::RequestStream", None))?;
+        stream.close_sse_stream().await;
+        log("after").await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(CallToolResult::success(vec![ContentBlock::text("done")]))
+    }
+
     #[tool(description = "The client's name and protocol version, as the handler's peer knows them")]
     async fn whoami(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         let info = ctx.peer.peer_info().ok_or_else(|| ErrorData::internal_error("no client info", None))?;
@@ -500,6 +534,56 @@ async fn a_cancelled_call_cancels_the_handlers_token() {
         assert!(t0.elapsed() < Duration::from_secs(10), "the handler's token never fired");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roots_request_of_the_handler_is_answered_by_the_client() {
+    let (p, _, _) = probe();
+    let addr = serve(StreamableHttpService::new(move || Ok(p.clone()), Config::default()).unwrap()).await;
+    let client = connect(addr, &Seen::default()).await;
+    let r = tokio::time::timeout(LIMIT, client.call_tool(CallToolRequestParams::new("client_roots")))
+        .await
+        .expect("the call returns")
+        .unwrap();
+    assert_eq!(text(&r), "file:///the/client/root");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_closes_its_stream_is_resumed_by_the_client_with_nothing_lost() {
+    // rmcp has no call for a handler to end its SSE response (SEP-1699);
+    // gapless-rmcp puts one in the context. rmcp's own client resumes the
+    // ended stream with Last-Event-ID and gets the rest, the response
+    // included, each event once.
+    let (p, _, _) = probe();
+    let svc = StreamableHttpService::new(move || Ok(p.clone()), Config::default()).unwrap();
+    let server = svc.server().clone();
+    let addr = serve(svc).await;
+    let seen = Seen::default();
+    let client = connect(addr, &seen).await;
+    let r = tokio::time::timeout(LIMIT, client.call_tool(CallToolRequestParams::new("close_then_finish")))
+        .await
+        .expect("the call returns")
+        .unwrap();
+    assert_eq!(text(&r), "done");
+    // Each notification's handler runs in a task of its own: wait for both
+    // (10 s at most), then a little longer for a repeat; compare unordered.
+    let t0 = tokio::time::Instant::now();
+    while seen.logs.lock().unwrap().len() < 2 && t0.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut logs: Vec<String> = seen.logs.lock().unwrap().iter().map(Value::to_string).collect();
+    logs.sort();
+    assert_eq!(logs, ["\"after\"", "\"before\""]);
+    // The stream did end early: the client came back for the rest.
+    let granted = server
+        .metrics_text()
+        .lines()
+        .find(|l| l.starts_with("gapless_resumes_total{") && l.contains("outcome=\"ok\""))
+        .map(|l| l.rsplit(' ').next().unwrap().to_owned());
+    assert_eq!(granted.as_deref(), Some("1"), "{}", server.metrics_text());
     client.cancel().await.unwrap();
 }
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (server mode) against the
 # gapless-server binary on a free loopback port.
+#
+# HOST=rmcp-conformance runs it against the same fixtures written as an rmcp
+# handler on gapless-rmcp (server/rmcp/examples/conformance/mod.rs), against
+# the same baseline. Default: the demo host.
 #  1. each required scenario alone: it must report 0 failed and 0 warnings
 #     (the CLI exits 0 even with warnings, so its "Passed:" line is parsed);
 #  2. the whole suite (--suite all: active and pending) against baseline.yml,
@@ -11,9 +15,16 @@ root=$(cd "$here/../../../.." && pwd)
 cd "$here"
 [ -d node_modules/@modelcontextprotocol/conformance ] || npm ci --no-audit --no-fund
 bin="$root/target/debug/gapless-server"
-[ -x "$bin" ] || (cd "$root" && cargo build -p gapless-server-bin)
+(cd "$root" && cargo build -q -p gapless-server-bin)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" --bind "127.0.0.1:$port" --sse-retry-ms 200 >"$here/server.log" 2>&1 &
+host=${HOST:-demo}
+case "$host" in
+  demo) baseline="$here/baseline.yml" ;;
+  rmcp-conformance) baseline="$here/baseline.yml" ;;
+  *) echo "conformance: HOST must be demo or rmcp-conformance, not $host" >&2; exit 2 ;;
+esac
+echo "--- host: $host"
+"$bin" --bind "127.0.0.1:$port" --sse-retry-ms 200 --host "$host" >"$here/server-$host.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
@@ -32,10 +43,10 @@ for s in "${required[@]}"; do
     echo "conformance $s: FAILED (${line:-no result line})"; echo "$out" | tail -30; status=1
   fi
 done
-echo "--- whole suite (active + pending) against baseline.yml"
-if ! timeout 600 npx conformance server --url "$url" --suite all --expected-failures "$here/baseline.yml" >"$here/suite.log" 2>&1; then
-  tail -40 "$here/suite.log"; status=1
+echo "--- whole suite (active + pending) against $(basename "$baseline")"
+if ! timeout 600 npx conformance server --url "$url" --suite all --expected-failures "$baseline" >"$here/suite-$host.log" 2>&1; then
+  tail -40 "$here/suite-$host.log"; status=1
 else
-  grep -E '^Total:|Baseline check' "$here/suite.log" || true
+  grep -E '^Total:|Baseline check' "$here/suite-$host.log" || true
 fi
 exit $status

@@ -1,0 +1,460 @@
+//! The fixtures of the official MCP conformance suite (server mode), written
+//! as an rmcp server: tools with `#[tool_router]`/`#[tool]`, prompts with
+//! `#[prompt_router]`/`#[prompt]`, resources, completion and subscriptions
+//! as `ServerHandler` methods. Nothing in it knows about gapless but
+//! `test_reconnection`, which closes its SSE stream through
+//! [`gapless_rmcp::RequestStream`] (rmcp's API has no way for a handler to
+//! do that). The bundled binary serves it with `--host rmcp-conformance`
+//! (`server/bin/src/lib.rs` includes this file), and
+//! `server/bin/tests/conformance/run.sh` runs the suite against it.
+//!
+//! The fixtures' contents are those the suite checks
+//! (`server/CONFORMANCE_NOTES.md` §3), the same as the demo server's.
+
+#![allow(deprecated)] // rmcp 3.11 marks logging, sampling and subscribe deprecated (SEP-2577); they are the 2025 API.
+#![allow(dead_code)] // Each user of the module uses a part of it.
+
+use rmcp::handler::server::{
+    router::{prompt::PromptRouter, tool::ToolRouter},
+    wrapper::Parameters,
+};
+use rmcp::model::{
+    CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, JsonObject, ListResourceTemplatesResult,
+    ListResourcesResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, SamplingMessage,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    prompt, prompt_handler, prompt_router, schemars, tool, tool_handler, tool_router, ErrorData, RoleServer,
+    ServerHandler,
+};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A 1×1 PNG.
+const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A minimal WAV.
+const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+/// `test_sampling`'s argument.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct SamplingArgs {
+    /// What to ask the client's model.
+    prompt: String,
+}
+
+/// `test_elicitation`'s argument.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct ElicitationArgs {
+    /// What to tell the user.
+    message: String,
+}
+
+/// `test_prompt_with_arguments`' arguments.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct PromptArgs {
+    /// First argument
+    arg1: String,
+    /// Second argument
+    arg2: String,
+}
+
+/// `test_prompt_with_embedded_resource`'s argument.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct EmbedArgs {
+    /// The resource to embed
+    #[serde(rename = "resourceUri")]
+    resource_uri: String,
+}
+
+/// The conformance fixtures: one per session (the factory makes one per
+/// session).
+#[derive(Clone)]
+pub(crate) struct Conformance {
+    tool_router: ToolRouter<Self>,
+    prompt_router: PromptRouter<Self>,
+}
+
+impl Default for Conformance {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn text(t: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(t)])
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
+}
+
+/// An rmcp model value from its JSON (for the shapes whose typed
+/// constructors take more lines than the JSON).
+fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, ErrorData> {
+    serde_json::from_value(v).map_err(internal)
+}
+
+/// The schema `json_schema_2020_12_tool` is listed with, verbatim (SEP-1613).
+fn schema_2020_12() -> Arc<JsonObject> {
+    let v = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+        "additionalProperties": false
+    });
+    match v {
+        serde_json::Value::Object(o) => Arc::new(o),
+        _ => unreachable!("an object literal"),
+    }
+}
+
+#[tool_router]
+impl Conformance {
+    /// The fixtures.
+    pub(crate) fn new() -> Self {
+        Self { tool_router: Self::tool_router(), prompt_router: Self::prompt_router() }
+    }
+
+    #[tool(description = "Returns a simple text response.")]
+    async fn test_simple_text(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(text("This is a simple text response for testing."))
+    }
+
+    #[tool(description = "Returns an image.")]
+    async fn test_image_content(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::image(PNG, "image/png")]))
+    }
+
+    #[tool(description = "Returns audio.")]
+    async fn test_audio_content(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::audio(WAV, "audio/wav")]))
+    }
+
+    #[tool(description = "Returns an embedded resource.")]
+    async fn test_embedded_resource(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![ContentBlock::resource(ResourceContents::text(
+            "This is an embedded resource content.",
+            "test://embedded-resource",
+        ))]))
+    }
+
+    #[tool(description = "Returns text, an image and a resource.")]
+    async fn test_multiple_content_types(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::success(vec![
+            ContentBlock::text("Multiple content types test:"),
+            ContentBlock::image(PNG, "image/png"),
+            ContentBlock::resource(
+                ResourceContents::text(r#"{"test":"data","value":123}"#, "test://mixed-content-resource")
+                    .with_mime_type("application/json"),
+            ),
+        ]))
+    }
+
+    #[tool(description = "Sends log notifications while it runs.")]
+    async fn test_tool_with_logging(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let steps = ["Tool execution started", "Tool processing data", "Tool execution completed"];
+        for (i, m) in steps.iter().enumerate() {
+            ctx.peer
+                .notify_logging_message(LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(m)))
+                .await
+                .map_err(internal)?;
+            if i + 1 < steps.len() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(text("Tool with logging executed successfully"))
+    }
+
+    #[tool(description = "Reports progress while it runs.")]
+    async fn test_tool_with_progress(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if let Some(token) = ctx.meta.get_progress_token() {
+            for p in [0.0, 50.0, 100.0] {
+                let mut n = ProgressNotificationParam::new(token.clone(), p);
+                n.total = Some(100.0);
+                ctx.peer.notify_progress(n).await.map_err(internal)?;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(text("Tool with progress executed successfully"))
+    }
+
+    #[tool(description = "Always fails with a tool error.")]
+    async fn test_error_handling(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(CallToolResult::error(vec![ContentBlock::text(
+            "This tool intentionally returns an error for testing",
+        )]))
+    }
+
+    #[tool(description = "Closes its SSE stream after the priming event; the result arrives on the resume.")]
+    async fn test_reconnection(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let stream = ctx.extensions.get::<gapless_rmcp::RequestStream>().ok_or_else(|| {
+            internal("test_reconnection needs gapless's transport (no gapless_rmcp::RequestStream)")
+        })?;
+        stream.close_sse_stream().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(text("Reconnection test completed successfully"))
+    }
+
+    #[tool(description = "Asks the client to sample an LLM.")]
+    async fn test_sampling(
+        &self,
+        Parameters(args): Parameters<SamplingArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let r = ctx
+            .peer
+            .create_message(CreateMessageRequestParams::new(
+                vec![SamplingMessage::user_text(args.prompt)],
+                100,
+            ))
+            .await
+            .map_err(internal)?;
+        let v = serde_json::to_value(&r).map_err(internal)?;
+        let reply = v["content"]["text"].as_str().unwrap_or_default().to_owned();
+        Ok(text(format!("LLM response: {reply}")))
+    }
+
+    #[tool(description = "Asks the client for user input.")]
+    async fn test_elicitation(
+        &self,
+        Parameters(args): Parameters<ElicitationArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let params = from_json(json!({"mode": "form", "message": args.message, "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"}
+            },
+            "required": ["username", "email"]
+        }}))?;
+        let r = elicit(&ctx, params).await?;
+        Ok(text(format!("User response: {r}")))
+    }
+
+    #[tool(description = "Elicitation with default values (SEP-1034).")]
+    async fn test_elicitation_sep1034_defaults(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let params = from_json(
+            json!({"mode": "form", "message": "Please review the defaults", "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}
+                },
+                "required": []
+            }}),
+        )?;
+        let r = elicit(&ctx, params).await?;
+        Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
+    }
+
+    #[tool(description = "Elicitation with enum variants (SEP-1330).")]
+    async fn test_elicitation_sep1330_enums(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let params = from_json(json!({"mode": "form", "message": "Please choose", "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"}]},
+                "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "items": {"anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"}]}}
+            },
+            "required": []
+        }}))?;
+        let r = elicit(&ctx, params).await?;
+        Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
+    }
+
+    #[tool(description = "Tool with JSON Schema 2020-12 features", input_schema = schema_2020_12())]
+    async fn json_schema_2020_12_tool(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(text("ok"))
+    }
+}
+
+/// Sends an elicitation and returns the client's answer as JSON.
+async fn elicit(
+    ctx: &RequestContext<RoleServer>,
+    params: ElicitRequestParams,
+) -> Result<serde_json::Value, ErrorData> {
+    let r = ctx.peer.create_elicitation(params).await.map_err(internal)?;
+    serde_json::to_value(&r).map_err(internal)
+}
+
+#[prompt_router]
+impl Conformance {
+    #[prompt(description = "A simple prompt")]
+    async fn test_simple_prompt(&self) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(Role::User, "This is a simple prompt for testing.")]
+    }
+
+    #[prompt(description = "A prompt with arguments")]
+    async fn test_prompt_with_arguments(&self, Parameters(a): Parameters<PromptArgs>) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(
+            Role::User,
+            format!("Prompt with arguments: arg1='{}', arg2='{}'", a.arg1, a.arg2),
+        )]
+    }
+
+    #[prompt(description = "A prompt with an embedded resource")]
+    async fn test_prompt_with_embedded_resource(
+        &self,
+        Parameters(a): Parameters<EmbedArgs>,
+    ) -> Vec<PromptMessage> {
+        vec![
+            PromptMessage::new_resource(
+                Role::User,
+                a.resource_uri,
+                Some("text/plain".to_owned()),
+                Some("Embedded resource content for testing.".to_owned()),
+                None,
+                None,
+                None,
+            ),
+            PromptMessage::new_text(Role::User, "Please process the embedded resource above."),
+        ]
+    }
+
+    #[prompt(description = "A prompt with an image")]
+    async fn test_prompt_with_image(&self) -> Result<Vec<PromptMessage>, ErrorData> {
+        Ok(vec![
+            from_json(
+                json!({"role": "user", "content": {"type": "image", "data": PNG, "mimeType": "image/png"}}),
+            )?,
+            PromptMessage::new_text(Role::User, "Please analyze the image above."),
+        ])
+    }
+}
+
+fn read(uri: &str) -> Option<ResourceContents> {
+    Some(match uri {
+        "test://static-text" => {
+            ResourceContents::text("This is the content of the static text resource.", uri)
+        }
+        "test://static-binary" => ResourceContents::blob(PNG, uri).with_mime_type("image/png"),
+        "test://watched-resource" => ResourceContents::text("Watched resource content.", uri),
+        _ => {
+            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+            if id.is_empty() || id.contains('/') {
+                return None;
+            }
+            let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
+            ResourceContents::text(body.to_string(), uri).with_mime_type("application/json")
+        }
+    })
+}
+
+#[tool_handler(router = self.tool_router)]
+#[prompt_handler(router = self.prompt_router)]
+impl ServerHandler for Conformance {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_logging()
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(rmcp::model::Implementation::new("rmcp-conformance", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let r = |uri: &str, name: &str, description: &str, mime: &str| {
+            Resource::new(uri, name).with_description(description).with_mime_type(mime)
+        };
+        Ok(ListResourcesResult::with_all_items(vec![
+            r("test://static-text", "static-text", "A static text resource", "text/plain"),
+            r("test://static-binary", "static-binary", "A static binary resource", "image/png"),
+            r("test://watched-resource", "watched-resource", "A resource to subscribe to", "text/plain"),
+        ]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new(
+            "test://template/{id}/data",
+            "template",
+        )
+        .with_description("A templated resource")
+        .with_mime_type("application/json")]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match read(&request.uri) {
+            Some(c) => Ok(ReadResourceResult::new(vec![c]).into()),
+            None => Err(ErrorData::resource_not_found(format!("resource not found: {}", request.uri), None)),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match read(&request.uri) {
+            Some(_) => Ok(()),
+            None => Err(ErrorData::resource_not_found(format!("resource not found: {}", request.uri), None)),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        _: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        _: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let values = CompletionInfo::with_all_values(vec!["test".to_owned(), "testing".to_owned()])
+            .map_err(internal)?;
+        Ok(CompleteResult::new(values))
+    }
+}
