@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# End-to-end load test: gapless-server vs a stock rmcp 3.x Streamable HTTP
-# server (benches/e2e/rmcp-peer), driven over 127.0.0.1 by benches/e2e/load
-# (binary gapless-load). Builds both in release, runs the tool (which starts
-# and stops the servers itself, one at a time, on free loopback ports) and
-# prints the markdown table of BENCHMARKS.md "End to end (gapless-server vs rmcp)".
+# End-to-end load test over 127.0.0.1 by benches/e2e/load (binary
+# gapless-load) of three servers: gapless-server (its demo application),
+# gapless-server --host rmcp-counter (an rmcp handler on gapless-rmcp) and
+# the same rmcp handler on rmcp 3.11's stock Streamable HTTP service
+# (benches/e2e/rmcp-peer). Builds them in release, runs the tool (which starts
+# and stops the servers itself on free loopback ports) and prints the
+# markdown table of BENCHMARKS.md "End to end (gapless-server, gapless-rmcp
+# and rmcp)".
 #
 # benches/e2e is a separate cargo workspace (excluded from the main one) so
 # neither the main build nor CI ever compiles rmcp.

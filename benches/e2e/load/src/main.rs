@@ -3,12 +3,18 @@
 //! It starts each server itself (release binaries given on the command line)
 //! on a free port of 127.0.0.1 and drives it with
 //! real HTTP/1.1 over loopback (hyper's client connection API, one TCP
-//! connection per HTTP exchange in flight). Both servers get exactly the same
+//! connection per HTTP exchange in flight). Every server gets exactly the same
 //! client work: the same requests, the same SSE parser, the same checks.
 //!
+//! The servers: gapless-server with its demo application; gapless-server
+//! with `--host rmcp-counter`, i.e. rmcp's counter handler
+//! (`server/rmcp/examples/counter/mod.rs`) on gapless-rmcp; and `rmcp-peer`,
+//! the same handler on rmcp's stock `StreamableHttpService`. The last two
+//! columns are the one-line change of gapless-rmcp, measured.
+//!
 //! Workloads (per server):
-//! 1. **One SSE stream** (both servers up, runs alternating A B A B … so that
-//!    drifting background load hits both alike): one session per server, its
+//! 1. **One SSE stream** (all servers up, runs alternating A B C A B C … so that
+//!    drifting background load hits all alike): one session per server, its
 //!    standalone GET stream open, then
 //!    `emit_events {count, payload_bytes: 64, target: "standalone"}`; the clock
 //!    runs from sending the POST to receiving the event with `data.seq == count`
@@ -92,7 +98,8 @@ fn usage() -> ! {
   --paced-count N        events per session in the paced run (default 40)
   --deadline-secs N      hard stop for the whole tool (default 900)
   --log-dir DIR          server logs (default: temp dir)
-  --only gapless|rmcp    run one server only
+  --only gapless|gapless-rmcp|rmcp
+                         run one server only
   --markdown PATH        also write the report as markdown"
     );
     std::process::exit(2)
@@ -149,8 +156,13 @@ fn parse_opts() -> Opts {
     if o.runs == 0 || o.resume_reps == 0 {
         usage()
     }
-    let need_g = o.only.as_deref() != Some("rmcp");
-    let need_r = o.only.as_deref() != Some("gapless");
+    if let Some(only) = o.only.as_deref() {
+        if !Kind::ALL.iter().any(|k| key(*k) == only) {
+            usage()
+        }
+    }
+    let need_g = o.only.as_deref().is_none_or(|k| k != "rmcp");
+    let need_r = o.only.as_deref().is_none_or(|k| k == "rmcp");
     if (need_g && o.gapless_bin.as_os_str().is_empty()) || (need_r && o.rmcp_bin.as_os_str().is_empty()) {
         usage()
     }
@@ -162,15 +174,23 @@ fn parse_opts() -> Opts {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// gapless-server, its demo application.
     Gapless,
+    /// gapless-server `--host rmcp-counter`: the rmcp handler on gapless-rmcp.
+    GaplessRmcp,
+    /// rmcp-peer: the same rmcp handler on rmcp's stock service.
     Rmcp,
 }
 
 impl Kind {
+    /// In the report's column order.
+    const ALL: [Kind; 3] = [Kind::Gapless, Kind::GaplessRmcp, Kind::Rmcp];
+
     fn name(self) -> &'static str {
         match self {
             Kind::Gapless => "gapless-server",
-            Kind::Rmcp => "rmcp 3.11 peer",
+            Kind::GaplessRmcp => "rmcp handler on gapless-rmcp",
+            Kind::Rmcp => "same handler on rmcp 3.11",
         }
     }
 }
@@ -195,12 +215,14 @@ impl Server {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
         let (bin, mut args) = match kind {
             Kind::Gapless => (&opts.gapless_bin, vec!["--bind".to_owned(), addr.to_string()]),
+            Kind::GaplessRmcp => (
+                &opts.gapless_bin,
+                vec!["--bind".to_owned(), addr.to_string(), "--host".to_owned(), "rmcp-counter".to_owned()],
+            ),
             Kind::Rmcp => (&opts.rmcp_bin, vec!["--bind".to_owned(), addr.to_string()]),
         };
         args.extend(extra.iter().cloned());
-        let log_path = opts
-            .log_dir
-            .join(format!("e2e-{}-{tag}.log", if kind == Kind::Gapless { "gapless" } else { "rmcp" }));
+        let log_path = opts.log_dir.join(format!("e2e-{}-{tag}.log", key(kind)));
         let log = std::fs::File::create(&log_path)?;
         let mut cmd = tokio::process::Command::new(bin);
         cmd.args(&args)
@@ -767,7 +789,7 @@ impl StreamBench {
 }
 
 /// The single-stream workload on all servers at once, runs alternating
-/// between them (A B A B …) so that drifting background load hits both alike.
+/// between them (A B C A B C …) so that drifting background load hits all alike.
 async fn single_stream_all(opts: &Opts, kinds: &[Kind], reports: &mut BTreeMap<&'static str, ServerReport>) {
     let mut servers = Vec::new();
     for &k in kinds {
@@ -803,6 +825,7 @@ async fn single_stream_all(opts: &Opts, kinds: &[Kind], reports: &mut BTreeMap<&
 fn key(k: Kind) -> &'static str {
     match k {
         Kind::Gapless => "gapless",
+        Kind::GaplessRmcp => "gapless-rmcp",
         Kind::Rmcp => "rmcp",
     }
 }
@@ -1135,21 +1158,33 @@ fn mib(kib: u64) -> String {
 }
 
 fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: &str) -> String {
-    let g = reports.get("gapless");
-    let r = reports.get("rmcp");
-    let col = |x: Option<&ServerReport>, f: &dyn Fn(&ServerReport) -> String| x.map_or("–".to_owned(), f);
+    let cols: Vec<Option<&ServerReport>> = Kind::ALL.iter().map(|k| reports.get(key(*k))).collect();
+    // The ratio column: the rmcp handler on gapless-rmcp over the same
+    // handler on rmcp's own service (the one-line change).
+    let (g, r) = (reports.get(key(Kind::GaplessRmcp)), reports.get(key(Kind::Rmcp)));
+    let cells = |f: &dyn Fn(&ServerReport) -> String| -> String {
+        cols.iter().map(|x| x.map_or("–".to_owned(), f)).collect::<Vec<_>>().join(" | ")
+    };
     let mut md = String::new();
     let _ = writeln!(
         md,
         "Machine: {machine}. Client and servers share it. One-stream runs alternate between the two \
-         servers (both processes up, idle one waiting); resume and N-session phases run one server \
-         process at a time, a fresh one per phase. gapless-server runs with its defaults except \
-         `--ring-events {}` for the resume phase and its per-client limits lifted (every load client \
-         shares one address); the rmcp peer runs rmcp's defaults.\n",
+         servers (all processes up, idle ones waiting); resume and N-session phases run one server \
+         process at a time, a fresh one per phase. Both gapless columns run gapless-server with its \
+         defaults except `--ring-events {}` for the resume phase and its per-client limits lifted \
+         (every load client shares one address); the middle column is `--host rmcp-counter`, rmcp's \
+         counter handler on gapless-rmcp, and the last the same handler on rmcp's stock \
+         `StreamableHttpService` with rmcp's defaults.\n",
         opts.resume_ring_events
     );
-    let _ = writeln!(md, "| workload | gapless-server | rmcp 3.11 peer | gapless / rmcp |");
-    let _ = writeln!(md, "|---|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "| workload | {} | {} | {} | gapless-rmcp / rmcp |",
+        Kind::ALL[0].name(),
+        Kind::ALL[1].name(),
+        Kind::ALL[2].name()
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
     // Single stream.
     let rate = |x: &ServerReport| x.stream.as_ref().map_or(f64::NAN, |s| median(&s.rates));
     let best = |x: &ServerReport| {
@@ -1167,21 +1202,17 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
     };
     let _ = writeln!(
         md,
-        "| one SSE stream, events/s (median of {} × {} events, {} B payload) | {}{} | {}{} | {} |",
+        "| one SSE stream, events/s (median of {} × {} events, {} B payload) | {} | {} |",
         opts.runs,
         fmt_int(opts.count as f64),
         opts.payload,
-        col(g, &|x| fmt_int(rate(x))),
-        col(g, &checked),
-        col(r, &|x| fmt_int(rate(x))),
-        col(r, &checked),
+        cells(&|x| format!("{}{}", fmt_int(rate(x)), checked(x))),
         ratio(g.map_or(f64::NAN, rate), r.map_or(f64::NAN, rate))
     );
     let _ = writeln!(
         md,
-        "| one SSE stream, best run, events/s | {} | {} | {} |",
-        col(g, &|x| fmt_int(best(x))),
-        col(r, &|x| fmt_int(best(x))),
+        "| one SSE stream, best run, events/s | {} | {} |",
+        cells(&|x| fmt_int(best(x))),
         ratio(g.map_or(f64::NAN, best), r.map_or(f64::NAN, best))
     );
     let cpu = |x: &ServerReport| {
@@ -1189,21 +1220,11 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
             format!("{:.2} / {:.2}", s.server_cpu_us_per_event, s.client_cpu_us_per_event)
         })
     };
-    let _ = writeln!(
-        md,
-        "| one SSE stream, CPU µs per event (server / client) | {} | {} | |",
-        col(g, &cpu),
-        col(r, &cpu)
-    );
+    let _ = writeln!(md, "| one SSE stream, CPU µs per event (server / client) | {} | |", cells(&cpu));
     let ctx = |x: &ServerReport| {
         x.stream.as_ref().map_or("–".into(), |s| format!("{:.3}", s.server_ctx_per_event))
     };
-    let _ = writeln!(
-        md,
-        "| one SSE stream, server context switches per event | {} | {} | |",
-        col(g, &ctx),
-        col(r, &ctx)
-    );
+    let _ = writeln!(md, "| one SSE stream, server context switches per event | {} | |", cells(&ctx));
     // Resume.
     for (i, gap) in opts.gaps.iter().enumerate() {
         let cell = |x: &ServerReport| {
@@ -1216,11 +1237,10 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
         };
         let _ = writeln!(
             md,
-            "| resume, gap of {} events: GET with Last-Event-ID → last replayed event (median of {}) | {} | {} | |",
+            "| resume, gap of {} events: GET with Last-Event-ID → last replayed event (median of {}) | {} | |",
             fmt_int(*gap as f64),
             opts.resume_reps,
-            col(g, &cell),
-            col(r, &cell)
+            cells(&cell)
         );
     }
     // Sessions.
@@ -1236,17 +1256,12 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
                 )
             })
         };
-        let _ = writeln!(
-            md,
-            "| {n} sessions, each with its GET open, idle: RSS | {} | {} | |",
-            col(g, &cell_idle),
-            col(r, &cell_idle)
-        );
+        let _ = writeln!(md, "| {n} sessions, each with its GET open, idle: RSS | {} | |", cells(&cell_idle));
         let row_cells = |x: &ServerReport, paced: bool| -> Option<LoadRow> {
             get(x).and_then(|s| if paced { s.paced } else { s.full })
         };
         for paced in [false, true] {
-            let any = g.and_then(|x| row_cells(x, paced)).or_else(|| r.and_then(|x| row_cells(x, paced)));
+            let any = cols.iter().flatten().find_map(|x| row_cells(x, paced));
             let Some(sample) = any else { continue };
             let label = if paced {
                 format!(
@@ -1270,13 +1285,8 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
             };
             let _ = writeln!(
                 md,
-                "| {label}: events/s delivered | {} | {} | {} |",
-                col(g, &|x| row_cells(x, paced).map_or("–".into(), |l| format!(
-                    "{}{}",
-                    fmt_int(rate(x)),
-                    warn(&l)
-                ))),
-                col(r, &|x| row_cells(x, paced).map_or("–".into(), |l| format!(
+                "| {label}: events/s delivered | {} | {} |",
+                cells(&|x| row_cells(x, paced).map_or("–".into(), |l| format!(
                     "{}{}",
                     fmt_int(rate(x)),
                     warn(&l)
@@ -1294,17 +1304,12 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
                     )
                 })
             };
-            let _ = writeln!(md, "| {label}: server CPU | {} | {} | |", col(g, &cpu_cell), col(r, &cpu_cell));
+            let _ = writeln!(md, "| {label}: server CPU | {} | |", cells(&cpu_cell));
             let rss_cell = |x: &ServerReport| {
                 row_cells(x, paced)
                     .map_or("–".into(), |l| format!("{} ({} threads)", mib(l.peak_rss_kib), l.threads))
             };
-            let _ = writeln!(
-                md,
-                "| {label}: server peak RSS | {} | {} | |",
-                col(g, &rss_cell),
-                col(r, &rss_cell)
-            );
+            let _ = writeln!(md, "| {label}: server peak RSS | {} | |", cells(&rss_cell));
         }
     }
     for (name, rep) in reports {
@@ -1321,17 +1326,25 @@ async fn run_server(opts: &Opts, kind: Kind, mut rep: ServerReport) -> ServerRep
     eprintln!("== {}", kind.name());
     // Every load client shares one address: lift the per-client limits,
     // which would otherwise refuse the 1000-session phase.
-    let lifted = ["--max-sessions-per-client", "100000", "--initialize-burst", "100000"];
+    let lifted = [
+        "--max-sessions-per-client",
+        "100000",
+        "--initialize-burst",
+        "100000",
+        "--max-connections-per-ip",
+        "100000",
+    ];
     let gapless_default: Vec<String> = lifted.iter().map(|s| s.to_string()).collect();
     // Phase 2: resume; gapless with a ring that holds the largest gap.
     let extra = match kind {
-        Kind::Gapless => {
+        Kind::Gapless | Kind::GaplessRmcp => {
             let mut v = vec!["--ring-events".to_owned(), opts.resume_ring_events.to_string()];
             v.extend(lifted.iter().map(|s| s.to_string()));
             v
         }
         Kind::Rmcp => vec![],
     };
+    let gapless_default = if kind == Kind::Rmcp { vec![] } else { gapless_default };
     match Server::start(opts, kind, &extra, "resume").await {
         Ok(srv) => {
             eprintln!("  resume");
@@ -1397,14 +1410,9 @@ fn main() {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let code = rt.block_on(async {
         let mut reports = BTreeMap::new();
-        let mut kinds = Vec::new();
-        if opts.only.as_deref() != Some("rmcp") {
-            kinds.push(Kind::Gapless);
-        }
-        if opts.only.as_deref() != Some("gapless") {
-            kinds.push(Kind::Rmcp);
-        }
-        eprintln!("== one SSE stream (both servers up, runs alternate)");
+        let kinds: Vec<Kind> =
+            Kind::ALL.into_iter().filter(|k| opts.only.as_deref().is_none_or(|o| o == key(*k))).collect();
+        eprintln!("== one SSE stream (all servers up, runs alternate)");
         single_stream_all(&opts, &kinds, &mut reports).await;
         for &k in &kinds {
             let rep = reports.remove(key(k)).unwrap_or_default();
