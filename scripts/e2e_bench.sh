@@ -9,7 +9,7 @@
 # and rmcp)".
 #
 # benches/e2e is a separate cargo workspace (excluded from the main one) so
-# neither the main build nor CI ever compiles rmcp.
+# neither the main build nor CI ever builds the load tool and the peer.
 #
 # Usage: scripts/e2e_bench.sh [--write] [gapless-load options...]
 #   --write   also replace the table between the e2e markers in BENCHMARKS.md

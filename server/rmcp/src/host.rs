@@ -332,12 +332,14 @@ impl fmt::Debug for RequestStream {
 
 impl RequestStream {
     /// Ends the HTTP response that carries this request's stream, once the
-    /// client has received what was published on it so far (SEP-1699
-    /// polling, `docs/SPEC.md` §5): the client reconnects with
-    /// `Last-Event-ID` and what the handler sends afterwards, its response
-    /// included, is replayed there. The request goes on running. Keep it
-    /// no longer than the request: called later, it would only make a
-    /// client that is still reading the stream's end come back for it.
+    /// client has received what was published on it so far, or after about
+    /// a second if it has not (SEP-1699 polling, `docs/SPEC.md` §5): the
+    /// client reconnects with `Last-Event-ID` and what the handler sends
+    /// afterwards, its response included, is replayed there. The request
+    /// goes on running. Keep it no longer than the request: it holds the
+    /// request's context (and with it the session's state) alive, and
+    /// called later it would only make a client that is still reading the
+    /// stream's end come back for it.
     pub async fn close_sse_stream(&self) {
         self.ctx.close_sse_stream().await
     }

@@ -1168,7 +1168,7 @@ fn report(opts: &Opts, reports: &BTreeMap<&'static str, ServerReport>, machine: 
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "Machine: {machine}. Client and servers share it. One-stream runs alternate between the two \
+        "Machine: {machine}. Client and servers share it. One-stream runs alternate between the \
          servers (all processes up, idle ones waiting); resume and N-session phases run one server \
          process at a time, a fresh one per phase. Both gapless columns run gapless-server with its \
          defaults except `--ring-events {}` for the resume phase and its per-client limits lifted \

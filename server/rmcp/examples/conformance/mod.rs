@@ -12,7 +12,6 @@
 //! (`server/CONFORMANCE_NOTES.md` §3), the same as the demo server's.
 
 #![allow(deprecated)] // rmcp 3.11 marks logging, sampling and subscribe deprecated (SEP-2577); they are the 2025 API.
-#![allow(dead_code)] // Each user of the module uses a part of it.
 
 use rmcp::handler::server::{
     router::{prompt::PromptRouter, tool::ToolRouter},
