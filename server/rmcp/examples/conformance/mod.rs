@@ -354,18 +354,22 @@ impl Conformance {
     }
 }
 
-fn read(uri: &str) -> Option<ResourceContents> {
-    Some(match uri {
+/// The resource at `uri`, or the not-found error `resources/read` and
+/// `resources/subscribe` both answer.
+fn read(uri: &str) -> Result<ResourceContents, ErrorData> {
+    let not_found = || ErrorData::resource_not_found(format!("resource not found: {uri}"), None);
+    Ok(match uri {
         "test://static-text" => {
             ResourceContents::text("This is the content of the static text resource.", uri)
         }
         "test://static-binary" => ResourceContents::blob(PNG, uri).with_mime_type("image/png"),
         "test://watched-resource" => ResourceContents::text("Watched resource content.", uri),
         _ => {
-            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
-            if id.is_empty() || id.contains('/') {
-                return None;
-            }
+            let id = uri
+                .strip_prefix("test://template/")
+                .and_then(|r| r.strip_suffix("/data"))
+                .filter(|id| !id.is_empty() && !id.contains('/'))
+                .ok_or_else(not_found)?;
             let body = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")});
             ResourceContents::text(body.to_string(), uri).with_mime_type("application/json")
         }
@@ -422,10 +426,7 @@ impl ServerHandler for Conformance {
         request: ReadResourceRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        match read(&request.uri) {
-            Some(c) => Ok(ReadResourceResult::new(vec![c]).into()),
-            None => Err(ErrorData::resource_not_found(format!("resource not found: {}", request.uri), None)),
-        }
+        Ok(ReadResourceResult::new(vec![read(&request.uri)?]).into())
     }
 
     async fn subscribe(
@@ -433,10 +434,7 @@ impl ServerHandler for Conformance {
         request: SubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        match read(&request.uri) {
-            Some(_) => Ok(()),
-            None => Err(ErrorData::resource_not_found(format!("resource not found: {}", request.uri), None)),
-        }
+        read(&request.uri).map(drop)
     }
 
     async fn unsubscribe(
