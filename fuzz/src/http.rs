@@ -55,6 +55,11 @@ impl Host for FuzzHost {
         server_info()
     }
 
+    /// The reference model is of the session era's rules only.
+    fn serves_sessionless(&self) -> bool {
+        false
+    }
+
     fn capabilities(&self) -> Value {
         capabilities()
     }
@@ -78,7 +83,8 @@ impl Host for FuzzHost {
                     let standalone = args["standalone"].as_bool() == Some(true);
                     for i in 1..=n {
                         let sent = if standalone {
-                            ctx.session().notify_raw(notification(&tag, i)).await
+                            // `serves_sessionless` is false: every request has one.
+                            ctx.session().expect("a session's request").notify_raw(notification(&tag, i)).await
                         } else {
                             ctx.notify_raw(notification(&tag, i)).await
                         };

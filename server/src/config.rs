@@ -105,5 +105,9 @@ impl ServerConfig {
 /// session may also negotiate (besides [`SUPPORTED_VERSIONS`]).
 pub const LEGACY_VERSION: &str = "2024-11-05";
 
+/// MCP protocol versions served without a session, each request declaring
+/// its own (`docs/SPEC.md` §5.4), newest first.
+pub const MODERN_VERSIONS: [&str; 1] = ["2026-07-28"];
+
 /// MCP protocol versions this transport speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];

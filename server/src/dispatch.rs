@@ -4,7 +4,7 @@
 //! a POST and a WebSocket frame.
 
 use crate::config::SUPPORTED_VERSIONS;
-use crate::host::{LogLevel, RequestContext, SessionHandle};
+use crate::host::{LogLevel, RequestContext, SessionHandle, Via};
 use crate::jsonrpc::{self, RpcError};
 use crate::state::{AppState, Conn};
 use gapless::StreamHandle;
@@ -143,8 +143,7 @@ pub(crate) async fn start_request(
         return;
     };
     let ctx = RequestContext {
-        conn: Arc::clone(conn),
-        stream: conn.session.pacer(stream),
+        via: Via::Session { conn: Arc::clone(conn), stream: conn.session.pacer(stream) },
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         request_id: id.clone(),
         cancel: cancel.clone(),

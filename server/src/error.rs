@@ -86,6 +86,16 @@ impl ApiError {
         e.allow = Some(allowed);
         e
     }
+    /// 405 for a GET or DELETE of MCP 2026-07-28, which has neither a
+    /// standalone stream nor sessions (`docs/SPEC.md` §5.4).
+    pub(crate) fn modern_post_only() -> Self {
+        let mut e = Self::new(
+            ErrorKind::MethodNotAllowed,
+            "MCP 2026-07-28 serves POST only: it has no standalone stream and no sessions",
+        );
+        e.allow = Some("POST");
+        e
+    }
     /// The cluster's store could not be asked: nothing was decided or
     /// created (`docs/SPEC.md` §8.5).
     pub(crate) fn store_unavailable(e: &gapless_redis::StoreError) -> Self {

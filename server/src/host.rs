@@ -32,6 +32,15 @@ pub trait Host: Send + Sync + 'static {
         None
     }
 
+    /// Whether this application serves requests of MCP 2026-07-28, which
+    /// have no session (`docs/SPEC.md` §5.4): [`RequestContext::session`] is
+    /// `None` for them. An application that needs a session for every
+    /// request returns `false`; the endpoint then answers such requests as
+    /// a server of the 2025 revisions only does (400, no session).
+    fn serves_sessionless(&self) -> bool {
+        true
+    }
+
     /// Handles one request; the result (or error) becomes the response.
     fn handle(
         &self,
@@ -86,6 +95,9 @@ pub enum ClientRequestError {
     Timeout,
     /// The originating request was cancelled, or the session ended.
     Cancelled,
+    /// The request's protocol revision has no server → client requests
+    /// (MCP 2026-07-28): the message says which.
+    Unsupported(String),
 }
 
 impl fmt::Display for ClientRequestError {
@@ -95,6 +107,7 @@ impl fmt::Display for ClientRequestError {
             ClientRequestError::Error(e) => write!(f, "client returned an error: {e}"),
             ClientRequestError::Timeout => f.write_str("client did not answer in time"),
             ClientRequestError::Cancelled => f.write_str("cancelled"),
+            ClientRequestError::Unsupported(m) => f.write_str(m),
         }
     }
 }
@@ -236,14 +249,26 @@ async fn log_on(
     conn.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
 }
 
-/// What a request handler gets: its stream, its cancellation, the session.
+/// What a request handler gets: its stream, its cancellation, and the
+/// session (2025 revisions) or the request's own declarations (MCP
+/// 2026-07-28, which has no sessions: `docs/SPEC.md` §5.4).
 pub struct RequestContext {
-    pub(crate) conn: Arc<Conn>,
-    /// Pacing handle of the request's own stream.
-    pub(crate) stream: Pacer,
+    pub(crate) via: Via,
     pub(crate) request_id: Value,
     pub(crate) progress_token: Option<Value>,
     pub(crate) cancel: CancellationToken,
+}
+
+/// Where a request's messages go.
+pub(crate) enum Via {
+    /// A request of a session (2025 revisions): its stream on the ring.
+    Session {
+        conn: Arc<Conn>,
+        /// Pacing handle of the request's own stream.
+        stream: Pacer,
+    },
+    /// A stateless request (2026-07-28): its response stream, no ring.
+    Exchange(Arc<crate::modern::Exchange>),
 }
 
 impl fmt::Debug for RequestContext {
@@ -263,32 +288,84 @@ impl RequestContext {
         self.progress_token.as_ref()
     }
 
-    /// The session.
-    pub fn session(&self) -> SessionHandle {
-        SessionHandle { conn: Arc::clone(&self.conn) }
+    /// The session, for a request of the 2025 revisions; `None` for a
+    /// request of MCP 2026-07-28, which has no sessions (no standalone
+    /// stream, nothing kept between requests by the protocol).
+    pub fn session(&self) -> Option<SessionHandle> {
+        match &self.via {
+            Via::Session { conn, .. } => Some(SessionHandle { conn: Arc::clone(conn) }),
+            Via::Exchange(_) => None,
+        }
+    }
+
+    /// The protocol version this request is served on: the session's
+    /// (negotiated at `initialize`), or the one the request declares in
+    /// `_meta` (2026-07-28).
+    pub fn protocol_version(&self) -> String {
+        match &self.via {
+            Via::Session { conn, .. } => conn.protocol_version(),
+            Via::Exchange(x) => x.version.clone(),
+        }
+    }
+
+    /// The client's capabilities: those its session's `initialize` declared,
+    /// or those the request declares in `_meta` (2026-07-28). `None` where
+    /// this process did not receive the session's `initialize` (a cluster
+    /// node serving a session another node created).
+    pub fn client_capabilities(&self) -> Option<Value> {
+        match &self.via {
+            Via::Session { conn, .. } => {
+                conn.initialize_params().map(|p| p.get("capabilities").cloned().unwrap_or(json!({})))
+            }
+            Via::Exchange(x) => Some(x.capabilities.clone()),
+        }
     }
 
     /// Publishes a notification on this request's stream (paced: waits while
-    /// an attached client lags far behind; never when none is attached).
+    /// an attached client lags far behind; never when none is attached). On
+    /// a 2026-07-28 request it goes on the request's response stream, which
+    /// has no event ids; the `Seq` is then the message's position on it
+    /// (1, 2, ...), and the call waits while the client reads slowly.
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
-        self.conn.publish_json(&self.stream, &jsonrpc::notification(method, params)).await
+        let msg = jsonrpc::notification(method, params);
+        match &self.via {
+            Via::Session { conn, stream } => conn.publish_json(stream, &msg).await,
+            Via::Exchange(x) => x.send(Bytes::from(msg.to_string())).await,
+        }
     }
 
     /// Publishes raw, already serialized JSON-RPC bytes on this request's
     /// stream (paced). The caller guarantees they are one JSON message.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
-        self.conn.publish_bytes(&self.stream, message).await
+        match &self.via {
+            Via::Session { conn, stream } => conn.publish_bytes(stream, message).await,
+            Via::Exchange(x) => x.send(message).await,
+        }
     }
 
-    /// Sends `notifications/message` on this request's stream if the
-    /// session's level lets it through; `Ok(None)` when filtered.
+    /// Sends `notifications/message` on this request's stream if the log
+    /// level lets it through (`Ok(None)` when filtered): the session's
+    /// (`logging/setLevel`), or on a 2026-07-28 request the one its `_meta`
+    /// names, where no level means no log messages at all.
     pub async fn log(
         &self,
         level: LogLevel,
         logger: Option<&str>,
         data: Value,
     ) -> Result<Option<Seq>, SendError> {
-        log_on(&self.conn, &self.stream, level, logger, data).await
+        match &self.via {
+            Via::Session { conn, stream } => log_on(conn, stream, level, logger, data).await,
+            Via::Exchange(x) => {
+                if x.log_level.is_none_or(|min| level < min) {
+                    return Ok(None);
+                }
+                let mut p = json!({"level": level.as_str(), "data": data});
+                if let Some(l) = logger {
+                    p["logger"] = json!(l);
+                }
+                self.notify("notifications/message", p).await.map(Some)
+            }
+        }
     }
 
     /// Sends `notifications/progress` if the client asked for progress
@@ -312,13 +389,23 @@ impl RequestContext {
 
     /// Sends a request to the client on this request's stream (e.g.
     /// `sampling/createMessage`, `elicitation/create`) and waits for the
-    /// response the client POSTs back (or sends over its WebSocket).
+    /// response the client POSTs back (or sends over its WebSocket). A
+    /// 2026-07-28 request has no way to carry one (that revision asks for
+    /// input with an input-required result instead):
+    /// [`ClientRequestError::Unsupported`].
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
-        self.conn.client_request(&self.stream, method, params, &self.cancel).await
+        match &self.via {
+            Via::Session { conn, stream } => conn.client_request(stream, method, params, &self.cancel).await,
+            Via::Exchange(x) => Err(ClientRequestError::Unsupported(format!(
+                "{method} cannot be sent to a client of MCP {}: it has no server-to-client requests",
+                x.version
+            ))),
+        }
     }
 
-    /// Whether the client cancelled this request (`notifications/cancelled`)
-    /// or the session ended.
+    /// Whether the client cancelled this request (`notifications/cancelled`,
+    /// or on 2026-07-28 by closing the response stream) or the session
+    /// ended.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
@@ -331,8 +418,11 @@ impl RequestContext {
     /// Ends the HTTP connection currently carrying this request's stream
     /// once the client has received what was published so far (SEP-1699
     /// polling): the client reconnects with `Last-Event-ID` and the rest of
-    /// the stream is replayed there.
+    /// the stream is replayed there. Does nothing on a 2026-07-28 request,
+    /// whose stream cannot be resumed (closing it would cancel the request).
     pub async fn close_sse_stream(&self) {
-        self.conn.close_stream_connection(self.stream.stream()).await
+        if let Via::Session { conn, stream } = &self.via {
+            conn.close_stream_connection(stream.stream()).await
+        }
     }
 }

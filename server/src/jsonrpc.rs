@@ -21,6 +21,14 @@ pub mod code {
     /// answered (its lease expired); whether the request took effect is
     /// unknown (`docs/SPEC.md` §8.5).
     pub const REQUEST_LOST: i64 = -32010;
+    /// MCP 2026-07-28 `HeaderMismatch`: a request header (`MCP-Protocol-Version`,
+    /// `Mcp-Method`, `Mcp-Name`) is missing, malformed or differs from the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// MCP 2026-07-28 `MissingRequiredClientCapabilityError`: serving the
+    /// request needs a capability the client did not declare.
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    /// MCP 2026-07-28 `UnsupportedProtocolVersionError`.
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
 
 /// A JSON-RPC error object.
@@ -46,6 +54,21 @@ impl RpcError {
     /// -32601.
     pub fn method_not_found(method: &str) -> Self {
         Self::new(code::METHOD_NOT_FOUND, format!("method not found: {method}"))
+    }
+    /// -32021 (MCP 2026-07-28): serving the request needs the client
+    /// capabilities `required` (a `ClientCapabilities` object, e.g.
+    /// `{"sampling": {}}`), which the client did not declare.
+    pub fn missing_client_capability(required: Value) -> Self {
+        let names: Vec<&str> =
+            required.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();
+        RpcError {
+            code: code::MISSING_CLIENT_CAPABILITY,
+            message: format!(
+                "the client did not declare the capabilities this request needs: {}",
+                names.join(", ")
+            ),
+            data: Some(json!({"requiredCapabilities": required})),
+        }
     }
     /// The error object as JSON.
     pub fn to_json(&self) -> Value {

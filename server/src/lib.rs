@@ -72,11 +72,12 @@ pub mod host;
 mod http;
 mod identity;
 pub mod jsonrpc;
+mod modern;
 mod observe;
 mod serve;
 mod state;
 
-pub use config::{ServerConfig, LEGACY_VERSION, SUPPORTED_VERSIONS};
+pub use config::{ServerConfig, LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
 pub use identity::{CallerIdentity, IdentityFn};

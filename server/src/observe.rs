@@ -140,6 +140,8 @@ pub(crate) struct Metrics {
     pub(crate) sessions_deleted: Counter,
     pub(crate) sessions_expired: Counter,
     pub(crate) sessions_refused: Family<Reason, Counter>,
+    /// Requests of MCP 2026-07-28 that passed the revision's checks.
+    pub(crate) modern_requests: Counter,
     pub(crate) refusals: Family<Kind, Counter>,
     pub(crate) resumes: Family<Outcome, Counter>,
     pub(crate) migrations: Family<Outcome, Counter>,
@@ -181,6 +183,7 @@ impl Metrics {
             sessions_deleted: Counter::default(),
             sessions_expired: Counter::default(),
             sessions_refused: Family::default(),
+            modern_requests: Counter::default(),
             refusals: Family::default(),
             resumes: Family::default(),
             migrations: Family::default(),
@@ -290,6 +293,11 @@ impl Metrics {
     pub(crate) fn registry(self: &Arc<Self>, state: Weak<AppState>) -> Registry {
         let mut r = Registry::with_prefix("gapless");
         r.register("sessions_created", "Sessions created", self.sessions_created.clone());
+        r.register(
+            "stateless_requests",
+            "Requests of MCP 2026-07-28 served without a session",
+            self.modern_requests.clone(),
+        );
         r.register(
             "sessions_deleted",
             "Sessions deleted by a DELETE on this node",

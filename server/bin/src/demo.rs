@@ -32,20 +32,11 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
 
 fn tools() -> Value {
     json!([
-        tool(
-            "emit_events",
-            "Sends `count` notifications/message (data.seq = 1..count) on the request's stream or the standalone stream, then returns.",
-            json!({
-                "count": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
-                "interval_ms": {"type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": 0},
-                "payload_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_PAYLOAD, "default": 16},
-                "target": {"type": "string", "enum": ["request", "standalone"], "default": "request"}
-            }),
-            &["count"],
-        ),
         tool("test_simple_text", "Returns a simple text response.", json!({}), &[]),
         tool("test_tool_with_logging", "Sends log notifications while it runs.", json!({}), &[]),
+        tool("test_logging_tool", "Sends log notifications while it runs (the name MCP 2026-07-28's suite uses).", json!({}), &[]),
         tool("test_tool_with_progress", "Reports progress while it runs.", json!({}), &[]),
+        tool("test_missing_capability", "Needs the client's sampling capability: refused with -32021 when it was not declared.", json!({}), &[]),
         tool("test_error_handling", "Always fails with a tool error.", json!({}), &[]),
         tool("test_reconnection", "Closes its SSE stream after the priming event; the result arrives on the resume.", json!({}), &[]),
         tool("test_sampling", "Asks the client to sample an LLM.", json!({"prompt": {"type": "string"}}), &["prompt"]),
@@ -58,15 +49,36 @@ fn tools() -> Value {
         tool("test_elicitation_sep1330_enums", "Elicitation with enum variants (SEP-1330).", json!({}), &[]),
         json!({
             "name": "json_schema_2020_12_tool",
-            "description": "Tool with JSON Schema 2020-12 features",
+            "description": "Tool with JSON Schema 2020-12 features (SEP-1613, SEP-2106)",
             "inputSchema": {
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
-                "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             }
         }),
+        tool(
+            "emit_events",
+            "Sends `count` notifications/message (data.seq = 1..count) on the request's stream or the standalone stream, then returns.",
+            json!({
+                "count": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
+                "interval_ms": {"type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": 0},
+                "payload_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_PAYLOAD, "default": 16},
+                "target": {"type": "string", "enum": ["request", "standalone"], "default": "request"}
+            }),
+            &["count"],
+        ),
     ])
 }
 
@@ -96,6 +108,12 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
     };
     let pad = "x".repeat(pad_len);
     let session = ctx.session();
+    if standalone && session.is_none() {
+        return Err(RpcError::invalid_params(format!(
+            "target \"standalone\" needs a session: MCP {} has none (no standalone stream)",
+            ctx.protocol_version()
+        )));
+    }
     for i in 1..=count {
         if ctx.is_cancelled() {
             break;
@@ -104,7 +122,7 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
         let msg = format!(
             r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","logger":"emit","data":{{"seq":{i},"pad":"{pad}"}}}}}}"#
         );
-        let sent = if standalone {
+        let sent = if let (true, Some(session)) = (standalone, &session) {
             session.notify_raw(gapless::ring::exact_bytes(msg.into_bytes())).await
         } else {
             ctx.notify_raw(gapless::ring::exact_bytes(msg.into_bytes())).await
@@ -150,9 +168,10 @@ impl Host for DemoHost {
                 "resources/templates/list" => Ok(json!({"resourceTemplates": [
                     {"uriTemplate": "test://template/{id}/data", "name": "template", "description": "A templated resource", "mimeType": "application/json"}
                 ]})),
-                "resources/read" => {
-                    read_resource(params.get("uri").and_then(Value::as_str).unwrap_or_default())
-                }
+                "resources/read" => read_resource(
+                    params.get("uri").and_then(Value::as_str).unwrap_or_default(),
+                    &ctx.protocol_version(),
+                ),
                 "resources/subscribe" | "resources/unsubscribe" => Ok(json!({})),
                 "prompts/list" => Ok(json!({"prompts": [
                     {"name": "test_simple_prompt", "description": "A simple prompt"},
@@ -179,7 +198,9 @@ const PNG: &str =
 /// A minimal WAV.
 const WAV: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
-fn read_resource(uri: &str) -> Result<Value, RpcError> {
+/// A resource; one not found is -32002 on the 2025 revisions and -32602
+/// from 2026-07-28 on (SEP-2164).
+fn read_resource(uri: &str, version: &str) -> Result<Value, RpcError> {
     let content = match uri {
         "test://static-text" => {
             json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
@@ -193,7 +214,14 @@ fn read_resource(uri: &str) -> Result<Value, RpcError> {
                 "uri": uri, "mimeType": "application/json",
                 "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()
             }),
-            _ => return Err(RpcError::new(-32002, format!("resource not found: {uri}"))),
+            _ => {
+                let code = if gapless_server::MODERN_VERSIONS.contains(&version) { -32602 } else { -32002 };
+                return Err(RpcError {
+                    code,
+                    message: format!("resource not found: {uri}"),
+                    data: Some(json!({"uri": uri})),
+                });
+            }
         },
     };
     Ok(json!({"contents": [content]}))
@@ -270,7 +298,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             }, "required": []}})).await.map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))?;
             Ok(text(format!("Elicitation completed: action={}, content={}", r["action"], r["content"])))
         }
-        "test_tool_with_logging" => {
+        "test_tool_with_logging" | "test_logging_tool" => {
             for (i, m) in ["Tool execution started", "Tool processing data", "Tool execution completed"]
                 .iter()
                 .enumerate()
@@ -289,6 +317,12 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             }
             Ok(text("Tool with progress executed successfully"))
         }
+        "test_missing_capability" => match ctx.client_capabilities() {
+            Some(c) if c.get("sampling").is_none() => {
+                Err(RpcError::missing_client_capability(json!({"sampling": {}})))
+            }
+            _ => Ok(text("The client declared the sampling capability")),
+        },
         "test_error_handling" => Ok(json!({
             "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}],
             "isError": true

@@ -147,6 +147,13 @@ impl<S: ServerHandler> Host for RmcpHost<S> {
         self.inner.info.instructions.clone()
     }
 
+    /// Not yet: an rmcp handler runs per session here, and a request of MCP
+    /// 2026-07-28 has none; the endpoint answers those as a server of the
+    /// 2025 revisions only does.
+    fn serves_sessionless(&self) -> bool {
+        false
+    }
+
     fn handle(
         &self,
         method: String,
@@ -247,7 +254,10 @@ impl<S: ServerHandler> Inner<S> {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        let session = Inner::session(&self, &ctx.session(), false)?;
+        // `serves_sessionless` is false: every request has a session.
+        let handle =
+            ctx.session().ok_or_else(|| RpcError::new(INTERNAL_ERROR, "a request without a session"))?;
+        let session = Inner::session(&self, &handle, false)?;
         let msg = message(Some(ctx.request_id()), &method, &params);
         let (id, mut request) = match serde_json::from_value::<ClientJsonRpcMessage>(msg) {
             Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) => (id, request),

@@ -8,6 +8,7 @@ use super::sse::{Feed, Framing, SseBody};
 use crate::dispatch;
 use crate::error::ApiError;
 use crate::jsonrpc::{self, classify, Incoming, RpcError};
+use crate::modern::{self, Era};
 use crate::state::{AppState, Conn, Lane};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
@@ -53,6 +54,10 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     let (acc, owner) = checked(&req);
     let sid = session_header(req.headers()).map(str::to_owned);
     let slot = req.extensions().get::<NewSession>().and_then(|n| crate::state::lock(&n.0).take());
+    let mirrored = super::modern::Mirrored::of(req.headers());
+    // The guard left the version header to here: which error an unknown
+    // version gets depends on the era the body is of.
+    let version_ok = super::guard::check_version(req.headers(), false);
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
@@ -60,6 +65,12 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         Ok(m) => m,
         Err(e) => return Ok(rpc_error_response(StatusCode::BAD_REQUEST, e)),
     };
+    if state.host.serves_sessionless() && modern::era(mirrored.version(), &msg) == Era::Modern {
+        // No session: `Mcp-Session-Id` is ignored, none is created.
+        drop(slot);
+        return Ok(super::modern::post(state, mirrored, msg, acc).await);
+    }
+    version_ok?;
     if let Incoming::Request { method, .. } = &msg {
         if method == "initialize" && sid.is_none() {
             return initialize(state, msg, acc, owner, slot).await;
@@ -232,7 +243,17 @@ async fn initialize(
     Ok(r)
 }
 
+/// Whether a GET or DELETE is of 2026-07-28 (answered 405).
+fn of_modern(state: &AppState, req: &Request) -> bool {
+    state.host.serves_sessionless()
+        && super::guard::header(req.headers(), "mcp-protocol-version")
+            .is_some_and(|v| crate::config::MODERN_VERSIONS.contains(&v.trim()))
+}
+
 async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    if of_modern(&state, &req) {
+        return Err(ApiError::modern_post_only());
+    }
     let (_, owner) = checked(&req);
     let h = req.headers();
     let sid = session_header(h);
@@ -331,6 +352,9 @@ pub(super) fn unread_gap(e: SnapshotError) -> ApiError {
 }
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    if of_modern(&state, &req) {
+        return Err(ApiError::modern_post_only());
+    }
     let (_, owner) = checked(&req);
     let sid = session_header(req.headers()).ok_or_else(ApiError::missing_session)?;
     if let Some(c) = &state.cluster {

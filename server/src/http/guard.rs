@@ -13,14 +13,16 @@
 //!    `payload_too_large`); the body itself is wrapped so that reading more
 //!    than the limit fails the same way;
 //! 7. an `MCP-Protocol-Version` header naming a version not served (400
-//!    `unsupported_protocol_version`);
+//!    `unsupported_protocol_version`), except on the endpoint's POST, which
+//!    checks it once the body says which era the request is of, and on a
+//!    GET or DELETE of 2026-07-28 (the endpoint answers 405);
 //!
 //! then it resolves the caller's identity (see `identity.rs`) once, and for
 //! a POST to the endpoint without a session id (an `initialize`) it applies
 //! the per-client limits (`fairness.rs`: 429 `rate_limited` or
 //! `client_session_limit`), all before the body is read.
 
-use crate::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
+use crate::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::error::ApiError;
 use crate::fairness::ClientSlot;
 use crate::identity::{self, Caller};
@@ -136,14 +138,22 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         let body = std::mem::take(req.body_mut());
         *req.body_mut() = Body::new(http_body_util::Limited::new(body, limit));
     }
-    check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
+    // The endpoint's POST checks the version once it has read the body: a
+    // request of 2026-07-28 answers an unknown one with that revision's
+    // error. A GET or DELETE of that revision reaches the endpoint (405).
+    let modern = header(req.headers(), "mcp-protocol-version")
+        .is_some_and(|v| MODERN_VERSIONS.contains(&v.trim()) && state.host.serves_sessionless());
+    if route != Route::Endpoint || !(post || modern) {
+        check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
+    }
     let (parts, body) = std::mem::take(req).into_parts();
     let caller = Caller(identity::resolve(&parts, state.identity.as_ref()));
     *req = Request::from_parts(parts, body);
     // A request that creates a session: an initialize POST without a
-    // session id, or a legacy GET without `sessionId`.
+    // session id (and not of 2026-07-28, which has no `initialize`), or a
+    // legacy GET without `sessionId`.
     let creates = match route {
-        Route::Endpoint => post && req.headers().get(SESSION_HEADER).is_none(),
+        Route::Endpoint => post && !modern && req.headers().get(SESSION_HEADER).is_none(),
         Route::LegacySse => {
             !req.uri().query().unwrap_or("").split('&').any(|kv| kv.starts_with("sessionId="))
         }
@@ -223,7 +233,7 @@ fn check_origin(state: &AppState, h: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn check_version(h: &HeaderMap, legacy: bool) -> Result<(), ApiError> {
+pub(crate) fn check_version(h: &HeaderMap, legacy: bool) -> Result<(), ApiError> {
     match header(h, "mcp-protocol-version") {
         Some(v) if !(SUPPORTED_VERSIONS.contains(&v) || legacy && v == LEGACY_VERSION) => Err(ApiError::new(
             ErrorKind::UnsupportedProtocolVersion,

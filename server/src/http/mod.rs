@@ -3,7 +3,7 @@
 //!
 //! | route | file |
 //! |---|---|
-//! | `P` (POST, GET, DELETE) | `endpoint.rs` (SSE bodies in `sse.rs`) |
+//! | `P` (POST, GET, DELETE) | `endpoint.rs` (SSE bodies in `sse.rs`); a POST of MCP 2026-07-28 in `modern.rs` |
 //! | `P/session/{id}/upgrade` (POST) | `upgrade.rs` |
 //! | `P/ws` (WebSocket) | `socket.rs` |
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
@@ -16,6 +16,7 @@ mod cluster;
 mod endpoint;
 mod guard;
 mod legacy;
+mod modern;
 mod socket;
 mod sse;
 mod upgrade;

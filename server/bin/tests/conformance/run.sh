@@ -7,13 +7,15 @@
 #  1. --requirements 2025-11-25: every scored scenario must pass, with no
 #     FAILURE and no WARNING check (the CLI's summary counts failures only,
 #     so the checks each scenario saved with -o are read);
-#  2. --requirements 2026-07-28 against baseline-2026-07-28.yml, which lists
-#     every scenario expected to fail and why (the CLI fails on a failure not
-#     listed, and on a listed scenario that now passes).
+#  2. --requirements 2026-07-28 against the host's baseline,
+#     baseline-2026-07-28-$HOST.yml, which lists every scenario expected to
+#     fail and why (the CLI fails on a failure not listed, and on a listed
+#     scenario that now passes).
 #
 # HOST=rmcp-conformance runs it against the same fixtures written as an rmcp
 # handler on gapless-rmcp (server/rmcp/examples/conformance/mod.rs), with the
-# same expectations. Default: the demo host.
+# same expectations for 2025-11-25 and its own baseline for 2026-07-28.
+# Default: the demo host.
 #
 # Installs what it needs idempotently (npm ci into node_modules/, Node 24 in
 # .venv/), as scripts/setup.sh does.
@@ -80,13 +82,14 @@ else
   echo "conformance 2025-11-25: $total, 0 warnings, $checks scenarios"
 fi
 
-# 2. 2026-07-28 against its baseline.
+# 2. 2026-07-28 against the host's baseline.
 log="$here/suite-$host-2026-07-28.log"
+baseline="baseline-2026-07-28-$host.yml"
 if ! "${suite[@]}" server --url "$url" --requirements 2026-07-28 \
-  --expected-failures "$here/baseline-2026-07-28.yml" >"$log" 2>&1; then
-  echo "conformance 2026-07-28: FAILED against baseline-2026-07-28.yml"
+  --expected-failures "$here/$baseline" >"$log" 2>&1; then
+  echo "conformance 2026-07-28: FAILED against $baseline"
   sed -n '/^Total:/,$p' "$log" | grep -v '^  ~' | tail -30; status=1
 else
-  echo "conformance 2026-07-28: $(grep -E '^Total:' "$log" | tail -1), every failure in baseline-2026-07-28.yml"
+  echo "conformance 2026-07-28: $(grep -E '^Total:' "$log" | tail -1), every failure in $baseline"
 fi
 exit $status

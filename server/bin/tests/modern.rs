@@ -1,0 +1,382 @@
+//! MCP 2026-07-28 beside the 2025 revisions at one endpoint (`docs/SPEC.md`
+//! §5.5), over loopback with a real HTTP client: no session, per-request
+//! declarations, the revision's errors and statuses, responses as JSON or
+//! as an SSE stream without ids, cancellation by closing the response, and
+//! a bounded response stream.
+
+mod common;
+use common::*;
+use futures_util::future::BoxFuture;
+use gapless_server::host::{Host, RequestContext};
+use gapless_server::{McpServer, RpcError, ServerConfig};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const V: &str = "2026-07-28";
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": V, "io.modelcontextprotocol/clientCapabilities": {}})
+}
+
+/// `params` with the request's declarations added.
+fn with_meta(mut params: Value, extra: Value) -> Value {
+    let mut m = meta();
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        m[k] = v.clone();
+    }
+    params["_meta"] = m;
+    params
+}
+
+/// The standard headers a 2026-07-28 client sends for `method` (and
+/// `name`, the value `Mcp-Name` mirrors).
+fn headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut h = vec![("mcp-protocol-version", V), ("mcp-method", method)];
+    if let Some(n) = name {
+        h.push(("mcp-name", n));
+    }
+    h
+}
+
+async fn modern(s: &TestServer, id: u64, method: &str, params: Value) -> reqwest::Response {
+    let name = params.get("name").or(params.get("uri")).and_then(Value::as_str).map(str::to_owned);
+    s.post_with(
+        None,
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        &headers(method, name.as_deref()),
+    )
+    .await
+}
+
+async fn body(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("application/json"));
+    (status, r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn discover_and_lists_need_no_session_and_create_none() {
+    let s = start(ServerConfig::default()).await;
+    let r = modern(&s, 1, "server/discover", with_meta(json!({}), json!({}))).await;
+    assert!(header(r.headers(), "mcp-session-id").is_none());
+    let (status, b) = body(r).await;
+    assert_eq!(status, 200);
+    let res = &b["result"];
+    assert_eq!(b["id"], 1);
+    assert_eq!(res["supportedVersions"], json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]));
+    assert_eq!(
+        (&res["resultType"], &res["ttlMs"], &res["cacheScope"]),
+        (&json!("complete"), &json!(0), &json!("private"))
+    );
+    assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "gapless-server");
+    // Nothing served needs subscriptions/listen yet, so nothing advertises it.
+    assert_eq!(res["capabilities"]["resources"], json!({}), "{res}");
+    assert!(res["capabilities"]["tools"].is_object());
+
+    // A tool list, with a session id that names nothing: ignored.
+    let r = s
+        .post_with(
+            None,
+            json!({"jsonrpc": "2.0", "id": "t", "method": "tools/list", "params": with_meta(json!({}), json!({}))}),
+            &[("mcp-protocol-version", V), ("mcp-method", "tools/list"), ("mcp-session-id", "00")],
+        )
+        .await;
+    let (status, b) = body(r).await;
+    assert_eq!(status, 200, "{b}");
+    assert!(b["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "emit_events"));
+    assert_eq!(b["result"]["resultType"], "complete");
+    assert_eq!(s.server.hub().len(), 0, "no session was created");
+    assert!(s.server.metrics_text().contains("gapless_stateless_requests_total 2"));
+}
+
+#[tokio::test]
+async fn a_tool_streams_its_notifications_without_ids_then_its_result() {
+    let s = start(ServerConfig::default()).await;
+    let r = modern(
+        &s,
+        7,
+        "tools/call",
+        with_meta(json!({"name": "emit_events", "arguments": {"count": 300}}), json!({})),
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
+    assert!(header(r.headers(), "mcp-session-id").is_none());
+    let mut sse = SseReader::new(r);
+    let (mut seqs, mut result) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        assert!(e.id.is_none() && e.retry.is_none(), "no event ids, no priming: {e:?}");
+        match e.emit_seq() {
+            Some(n) => seqs.push(n),
+            None => result = e.json(),
+        }
+    }
+    assert_eq!(seqs, (1..=300).collect::<Vec<_>>());
+    let result = result.unwrap();
+    assert_eq!((&result["id"], &result["result"]["resultType"]), (&json!(7), &json!("complete")));
+    assert_eq!(result["result"]["content"][0]["text"], "emitted 300");
+    assert_eq!(s.server.hub().len(), 0);
+}
+
+#[tokio::test]
+async fn log_messages_only_with_a_declared_level() {
+    let s = start(ServerConfig::default()).await;
+    // No level: no notifications/message, so the response is plain JSON.
+    let call = json!({"name": "test_tool_with_logging", "arguments": {}});
+    let (status, b) = body(modern(&s, 1, "tools/call", with_meta(call.clone(), json!({}))).await).await;
+    assert_eq!(
+        (status, &b["result"]["content"][0]["text"]),
+        (200, &json!("Tool with logging executed successfully"))
+    );
+    // "info": the three messages, then the result.
+    let r = modern(
+        &s,
+        2,
+        "tools/call",
+        with_meta(call.clone(), json!({"io.modelcontextprotocol/logLevel": "info"})),
+    )
+    .await;
+    let mut sse = SseReader::new(r);
+    let mut methods = vec![];
+    while let Some(e) = sse.next().await {
+        let m = e.json().unwrap();
+        methods
+            .push(m["method"].as_str().map(str::to_owned).unwrap_or_else(|| format!("result {}", m["id"])));
+    }
+    assert_eq!(
+        methods,
+        ["notifications/message", "notifications/message", "notifications/message", "result 2"]
+    );
+    // Above the messages' level: filtered again.
+    let r =
+        modern(&s, 3, "tools/call", with_meta(call, json!({"io.modelcontextprotocol/logLevel": "error"})))
+            .await;
+    assert_eq!(body(r).await.0, 200);
+}
+
+#[tokio::test]
+async fn the_revisions_errors_carry_the_request_id_and_their_status() {
+    let s = start(ServerConfig::default()).await;
+    let call = |params: Value, hs: Vec<(&'static str, &'static str)>| {
+        let s = &s;
+        async move {
+            body(
+                s.post_with(
+                    None,
+                    json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": params}),
+                    &hs,
+                )
+                .await,
+            )
+            .await
+        }
+    };
+    let std_headers = || vec![("mcp-protocol-version", V), ("mcp-method", "tools/list")];
+    // Declarations missing: -32602, 400.
+    for params in [json!({}), json!({"_meta": {"io.modelcontextprotocol/protocolVersion": V}})] {
+        let (status, b) = call(params, std_headers()).await;
+        assert_eq!((status, &b["id"], &b["error"]["code"]), (400, &json!(9), &json!(-32602)), "{b}");
+    }
+    // Header and body disagree: -32020, 400.
+    let (status, b) = call(
+        with_meta(json!({}), json!({})),
+        vec![("mcp-protocol-version", V), ("mcp-method", "prompts/list")],
+    )
+    .await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32020)), "{b}");
+    let (status, b) = call(with_meta(json!({}), json!({})), vec![("mcp-protocol-version", V)]).await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32020)), "{b}");
+    let (status, b) = call(
+        with_meta(json!({}), json!({"io.modelcontextprotocol/protocolVersion": "v999"})),
+        vec![("mcp-protocol-version", V), ("mcp-method", "tools/list")],
+    )
+    .await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32020)), "{b}");
+    // A version not served: -32022 naming the versions served and the one asked.
+    let (status, b) = call(
+        with_meta(json!({}), json!({"io.modelcontextprotocol/protocolVersion": "v999"})),
+        vec![("mcp-protocol-version", "v999"), ("mcp-method", "tools/list")],
+    )
+    .await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32022)), "{b}");
+    assert_eq!(b["error"]["data"]["requested"], "v999");
+    assert_eq!(b["error"]["data"]["supported"][0], V);
+    // Removed and unknown methods: -32601, 404.
+    for method in ["initialize", "ping", "logging/setLevel", "resources/subscribe", "no/such"] {
+        let r = s
+            .post_with(
+                None,
+                json!({"jsonrpc": "2.0", "id": 4, "method": method, "params": with_meta(json!({}), json!({}))}),
+                &headers(method, None),
+            )
+            .await;
+        let (status, b) = body(r).await;
+        assert_eq!(
+            (status, &b["id"], &b["error"]["code"]),
+            (404, &json!(4), &json!(-32601)),
+            "{method}: {b}"
+        );
+    }
+    // A capability the client did not declare: -32021, 400, and which.
+    let r = modern(
+        &s,
+        5,
+        "tools/call",
+        with_meta(json!({"name": "test_missing_capability", "arguments": {}}), json!({})),
+    )
+    .await;
+    let (status, b) = body(r).await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32021)), "{b}");
+    assert_eq!(b["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}));
+    let declared = json!({"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}});
+    let r = modern(
+        &s,
+        6,
+        "tools/call",
+        with_meta(json!({"name": "test_missing_capability", "arguments": {}}), declared),
+    )
+    .await;
+    assert_eq!(body(r).await.0, 200);
+    // A resource not found is -32602 from this revision on (SEP-2164), in
+    // the body of a 200 like any error of the application's.
+    let r = modern(&s, 8, "resources/read", with_meta(json!({"uri": "test://nope"}), json!({}))).await;
+    let (status, b) = body(r).await;
+    assert_eq!(
+        (status, &b["error"]["code"], &b["error"]["data"]["uri"]),
+        (200, &json!(-32602), &json!("test://nope"))
+    );
+    // Mcp-Name must mirror the tool's name (Base64 sentinel decoded).
+    let r = s
+        .post_with(
+            None,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": with_meta(json!({"name": "test_simple_text"}), json!({}))}),
+            &headers("tools/call", Some("=?base64?dGVzdF9zaW1wbGVfdGV4dA==?=")),
+        )
+        .await;
+    assert_eq!(body(r).await.0, 200);
+    let r = s
+        .post_with(
+            None,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": with_meta(json!({"name": "test_simple_text"}), json!({}))}),
+            &headers("tools/call", Some("test_image_content")),
+        )
+        .await;
+    assert_eq!(body(r).await.1["error"]["code"], -32020);
+}
+
+#[tokio::test]
+async fn get_and_delete_of_the_revision_are_405_and_2025_sessions_are_untouched() {
+    let s = start(ServerConfig::default()).await;
+    let sid = s.initialize().await;
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = s
+            .http
+            .request(method.clone(), &s.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", V)
+            .header("mcp-session-id", &sid)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(header(r.headers(), "allow").as_deref(), Some("POST"));
+        expect_error(r, 405, "method_not_allowed").await;
+    }
+    // The session is still there and serves its requests as before.
+    let r = s.call_tool(&sid, 1, "emit_events", json!({"count": 3})).await;
+    let mut sse = SseReader::new(r);
+    let priming = sse.next().await.unwrap();
+    assert!(priming.id.is_some(), "a 2025 stream is resumable: {priming:?}");
+    assert_eq!(s.server.hub().len(), 1);
+    // A 2025 request naming a version served by neither era is refused as
+    // before (the guard's refusal, now given once the body was read).
+    let r = s
+        .post_with(
+            Some(&sid),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+            &[("mcp-protocol-version", "1999-01-01")],
+        )
+        .await;
+    expect_error(r, 400, "unsupported_protocol_version").await;
+    // The standalone stream needs a session: refused on 2026-07-28.
+    let r = modern(
+        &s,
+        3,
+        "tools/call",
+        with_meta(
+            json!({"name": "emit_events", "arguments": {"count": 1, "target": "standalone"}}),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(body(r).await.1["error"]["code"], -32602);
+}
+
+/// A host whose one tool sends 64 KiB notifications until it is cancelled,
+/// counting them.
+#[derive(Clone, Default)]
+struct Flood {
+    sent: Arc<AtomicU64>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl Host for Flood {
+    fn capabilities(&self) -> Value {
+        json!({"tools": {}})
+    }
+
+    fn handle(
+        &self,
+        _method: String,
+        _params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let me = self.clone();
+        Box::pin(async move {
+            assert!(ctx.session().is_none());
+            let pad = "x".repeat(64 << 10);
+            let msg = bytes::Bytes::from(format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{pad}"}}}}"#
+            ));
+            loop {
+                tokio::select! {
+                    r = ctx.notify_raw(msg.clone()) => {
+                        if r.is_err() { break; }
+                        me.sent.fetch_add(1, Ordering::SeqCst);
+                    }
+                    _ = ctx.cancelled() => break,
+                }
+            }
+            me.cancelled.store(ctx.is_cancelled(), Ordering::SeqCst);
+            Ok(json!({}))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_slow_reader_holds_the_handler_back_and_closing_cancels_it() {
+    let host = Flood::default();
+    let server = McpServer::builder(host.clone()).config(ServerConfig::default()).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let r =
+        modern(&s, 1, "tools/call", with_meta(json!({"name": "flood", "arguments": {}}), json!({}))).await;
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
+    // Unread, the response stream fills up: the queue (64 messages) plus
+    // what the sockets buffer, some megabytes, not the gigabytes the loop
+    // would send in this second.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let held = host.sent.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(host.sent.load(Ordering::SeqCst), held, "the handler waits for the reader");
+    assert!(held < 2000, "{held} messages of 64 KiB sent to a client that read none");
+    // Closing the response cancels the request: the handler sees it.
+    drop(r);
+    for _ in 0..100 {
+        if host.cancelled.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(host.cancelled.load(Ordering::SeqCst), "closing the response cancels the request");
+}

@@ -1,0 +1,281 @@
+//! A POST of MCP 2026-07-28 to the endpoint (`docs/SPEC.md` §5.4): the
+//! request headers checked against the body, then the response, as one
+//! JSON object when the handler sent nothing before it, else as an SSE
+//! stream of the handler's notifications ending with it. No session, no
+//! event ids (that revision's streams are not resumable), and closing the
+//! response cancels the request.
+
+use super::guard::Accepts;
+use crate::config::MODERN_VERSIONS;
+use crate::jsonrpc::{self, code, Incoming, RpcError};
+use crate::modern::{self, Running};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The request headers of 2026-07-28 this file checks, taken before the
+/// body is read.
+pub(crate) struct Mirrored {
+    version: Option<HeaderValue>,
+    method: Option<HeaderValue>,
+    name: Option<HeaderValue>,
+}
+
+impl Mirrored {
+    pub(crate) fn of(h: &HeaderMap) -> Self {
+        Mirrored {
+            version: h.get("mcp-protocol-version").cloned(),
+            method: h.get("mcp-method").cloned(),
+            name: h.get("mcp-name").cloned(),
+        }
+    }
+
+    /// `MCP-Protocol-Version`, if present and visible ASCII.
+    pub(crate) fn version(&self) -> Option<&str> {
+        self.version.as_ref().and_then(|v| v.to_str().ok())
+    }
+}
+
+fn rpc_error(status: StatusCode, id: &Value, e: RpcError) -> Response {
+    (status, axum::Json(jsonrpc::response(id, Err(e)))).into_response()
+}
+
+/// `HeaderMismatch`.
+fn mismatch(message: String) -> RpcError {
+    RpcError::new(code::HEADER_MISMATCH, format!("Header mismatch: {message}"))
+}
+
+/// A header's value as the body's: trimmed of optional whitespace, and
+/// decoded where it uses the Base64 sentinel `=?base64?...?=`.
+fn header_text(name: &str, v: &HeaderValue, sentinel: bool) -> Result<String, RpcError> {
+    let s = v
+        .to_str()
+        .map_err(|_| mismatch(format!("{name} contains characters a header value may not carry")))?;
+    let s = s.trim_matches([' ', '\t']);
+    if !sentinel {
+        return Ok(s.to_owned());
+    }
+    match s.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| mismatch(format!("{name} is not valid Base64 of UTF-8 text"))),
+        None => Ok(s.to_owned()),
+    }
+}
+
+/// The body value `Mcp-Name` mirrors, for the methods that have one.
+fn named(method: &str, params: &Value) -> Option<(&'static str, String)> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params.get(field).and_then(Value::as_str).map(|v| (field, v.to_owned()))
+}
+
+/// The standard request headers against the body (SEP-2243): each present,
+/// well formed and equal to what it mirrors.
+fn check_headers(h: &Mirrored, method: &str, params: &Value, version: &str) -> Result<(), RpcError> {
+    let version_header =
+        h.version.as_ref().ok_or_else(|| mismatch("MCP-Protocol-Version is required".into()))?;
+    let v = header_text("MCP-Protocol-Version", version_header, false)?;
+    if v != version {
+        return Err(mismatch(format!(
+            "MCP-Protocol-Version header value {v:?} does not match the body's {version:?}"
+        )));
+    }
+    let m = h.method.as_ref().ok_or_else(|| mismatch("Mcp-Method is required".into()))?;
+    let m = header_text("Mcp-Method", m, false)?;
+    if m != method {
+        return Err(mismatch(format!("Mcp-Method header value {m:?} does not match body method {method:?}")));
+    }
+    match (named(method, params), &h.name) {
+        (Some(_), None) => Err(mismatch(format!("Mcp-Name is required for {method}"))),
+        (Some((field, body)), Some(n)) => {
+            let n = header_text("Mcp-Name", n, true)?;
+            if n != body {
+                return Err(mismatch(format!(
+                    "Mcp-Name header value {n:?} does not match body params.{field} {body:?}"
+                )));
+            }
+            Ok(())
+        }
+        (None, _) => Ok(()),
+    }
+}
+
+/// Serves a message the endpoint found to be of 2026-07-28.
+pub(crate) async fn post(state: Arc<AppState>, headers: Mirrored, msg: Incoming, acc: Accepts) -> Response {
+    let (id, method, params) = match msg {
+        // The revision defines no client notification over HTTP; one is
+        // accepted and has no effect.
+        Incoming::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        // `era` gives responses to the session era.
+        Incoming::Response { .. } => unreachable!("a response is never of 2026-07-28"),
+        Incoming::Request { id, method, params } => (id, method, params),
+    };
+    let declared = match modern::declared(&params) {
+        Ok(d) => d,
+        Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &id, e),
+    };
+    if let Err(e) = check_headers(&headers, &method, &params, &declared.version) {
+        return rpc_error(StatusCode::BAD_REQUEST, &id, e);
+    }
+    if !MODERN_VERSIONS.contains(&declared.version.as_str()) {
+        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
+    }
+    state.metrics.modern_requests.inc();
+    respond(modern::start(&state, id, method, params, declared), acc, state.shutdown.clone()).await
+}
+
+/// The response: JSON when the response comes before any notification (or
+/// the client takes only JSON, when notifications are dropped), else SSE.
+async fn respond(mut run: Running, acc: Accepts, shutdown: tokio_util::sync::CancellationToken) -> Response {
+    // Dropped with this future (the client went away) or with the SSE body.
+    let cancel = run.cancel.clone().drop_guard();
+    let mut open = true;
+    let first = loop {
+        tokio::select! {
+            biased;
+            n = run.notifications.recv(), if open => match n {
+                Some(b) if acc.sse => break b,
+                // A JSON-only client gets no notifications: drained so that
+                // the handler never waits on them.
+                Some(_) => {}
+                // The handler dropped its context: only the response is left.
+                None => open = false,
+            },
+            r = &mut run.response => return json_response(r),
+        }
+    };
+    let stream = futures_util::stream::unfold(
+        (Some(first), Some(run), Some(cancel), shutdown),
+        |(pending, run, cancel, shutdown)| async move {
+            if let Some(b) = pending {
+                return Some((Ok::<_, std::convert::Infallible>(frame(&b)), (None, run, cancel, shutdown)));
+            }
+            let mut run = run?;
+            let next = tokio::select! {
+                biased;
+                n = run.notifications.recv() => n.map(|b| frame(&b)),
+                r = &mut run.response => {
+                    // Whatever the handler sent before answering is queued
+                    // already: it goes first.
+                    let mut out = BytesMut::new();
+                    while let Ok(b) = run.notifications.try_recv() {
+                        out.extend_from_slice(&frame(&b));
+                    }
+                    match r {
+                        Ok(msg) => out.extend_from_slice(&frame(msg.to_string().as_bytes())),
+                        Err(_) => return None,
+                    }
+                    return Some((Ok(out.freeze()), (None, None, cancel, shutdown)));
+                }
+                _ = shutdown.cancelled() => None,
+            };
+            match next {
+                Some(b) => Some((Ok(b), (None, Some(run), cancel, shutdown))),
+                // The handler dropped its context; only the response is left.
+                None => {
+                    let msg = run.response.await.ok()?;
+                    Some((Ok(frame(msg.to_string().as_bytes())), (None, None, cancel, shutdown)))
+                }
+            }
+        },
+    );
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+fn json_response(r: Result<Value, tokio::sync::oneshot::error::RecvError>) -> Response {
+    match r {
+        Ok(msg) => {
+            let status = StatusCode::from_u16(modern::status_of(&msg)).expect("a valid status");
+            (status, axum::Json(msg)).into_response()
+        }
+        // No response comes only when the server shuts down (a cancelled
+        // request's client is gone).
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down").into_response(),
+    }
+}
+
+/// One SSE event without an id: a `data:` line per line of the message.
+fn frame(message: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(message.len() + 16);
+    for line in message.split(|&b| b == b'\n') {
+        out.put_slice(b"data: ");
+        out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        out.put_u8(b'\n');
+    }
+    out.put_u8(b'\n');
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mirrored(version: &str, method: &str, name: Option<&str>) -> Mirrored {
+        Mirrored {
+            version: Some(HeaderValue::from_str(version).unwrap()),
+            method: Some(HeaderValue::from_str(method).unwrap()),
+            name: name.map(|n| HeaderValue::from_str(n).unwrap()),
+        }
+    }
+
+    #[test]
+    fn headers_must_mirror_the_body() {
+        let call = json!({"name": "get_weather"});
+        let ok = |h: Mirrored| check_headers(&h, "tools/call", &call, "2026-07-28");
+        assert!(ok(mirrored("2026-07-28", "tools/call", Some("get_weather"))).is_ok());
+        assert!(ok(mirrored(" 2026-07-28", "tools/call ", Some("  get_weather  "))).is_ok());
+        // "get_weather" in the Base64 sentinel.
+        assert!(ok(mirrored("2026-07-28", "tools/call", Some("=?base64?Z2V0X3dlYXRoZXI=?="))).is_ok());
+        for bad in [
+            mirrored("2025-11-25", "tools/call", Some("get_weather")),
+            mirrored("2026-07-28", "TOOLS/CALL", Some("get_weather")),
+            mirrored("2026-07-28", "tools/call", Some("other")),
+            mirrored("2026-07-28", "tools/call", None),
+            mirrored("2026-07-28", "tools/call", Some("=?base64?not base64?=")),
+            Mirrored { method: None, ..mirrored("2026-07-28", "tools/call", Some("get_weather")) },
+            Mirrored { version: None, ..mirrored("2026-07-28", "tools/call", Some("get_weather")) },
+        ] {
+            assert_eq!(ok(bad).unwrap_err().code, code::HEADER_MISMATCH);
+        }
+        // A method without a mirrored name needs none.
+        assert!(check_headers(
+            &mirrored("2026-07-28", "tools/list", None),
+            "tools/list",
+            &json!({}),
+            "2026-07-28"
+        )
+        .is_ok());
+        let read = json!({"uri": "file:///a b"});
+        assert!(check_headers(
+            &mirrored("2026-07-28", "resources/read", Some("file:///a b")),
+            "resources/read",
+            &read,
+            "2026-07-28"
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn frames_have_no_id_and_one_data_line_per_line() {
+        assert_eq!(&frame(b"{\"a\":1}")[..], b"data: {\"a\":1}\n\n");
+        assert_eq!(&frame(b"{\r\n\"a\":1}")[..], b"data: {\ndata: \"a\":1}\n\n");
+    }
+}

@@ -1,0 +1,374 @@
+//! MCP 2026-07-28 requests (`docs/SPEC.md` §5.4): which era a request is
+//! of, the per-request declarations in `_meta`, `server/discover`, and a
+//! request run without a session. Nothing here knows about HTTP; the
+//! header rules and the response's form are `http/modern.rs`'s.
+//!
+//! A 2026-07-28 request has no session: its notifications go on its own
+//! response stream only, through an [`Exchange`] (a bounded channel to the
+//! response, no ring: that revision's streams are not resumable), and it
+//! ends with its response.
+
+use crate::config::{MODERN_VERSIONS, SUPPORTED_VERSIONS};
+use crate::host::{LogLevel, RequestContext, SendError, Via};
+use crate::jsonrpc::{self, code, Incoming, RpcError};
+use crate::state::AppState;
+use bytes::Bytes;
+use gapless::Seq;
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// `_meta` key of the request's protocol version.
+pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client's capabilities.
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of the request's log level (no key: no log messages).
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// Result `_meta` key naming the server.
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// How many notifications a request's response stream holds before the
+/// handler's next one waits for the client to read.
+const EXCHANGE_CAPACITY: usize = 64;
+
+/// Methods of the 2025 revisions that 2026-07-28 removed: answered
+/// `-32601` like any method not served.
+const REMOVED: [&str; 5] =
+    ["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
+/// Methods whose results carry the caching hints (`ttlMs`, `cacheScope`).
+const CACHEABLE: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// Which protocol generation a message is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Era {
+    /// The 2025 revisions (and 2024-11-05): `initialize`, sessions,
+    /// resumable streams.
+    Legacy,
+    /// 2026-07-28: every request declares its version in `_meta`.
+    Modern,
+}
+
+/// Whether `v` names a revision of the session era.
+fn is_legacy(v: &str) -> bool {
+    SUPPORTED_VERSIONS.contains(&v) || v == crate::config::LEGACY_VERSION
+}
+
+/// The era of a message POSTed with `header` as its `MCP-Protocol-Version`:
+/// modern when its `_meta` declares a version that is not of the session
+/// era (an unknown one included: it is answered with the versions served),
+/// or, without that declaration, when the header names a modern version.
+/// Anything else, `initialize` without either among it, is of the session
+/// era and served as before.
+pub(crate) fn era(header: Option<&str>, msg: &Incoming) -> Era {
+    let params = match msg {
+        Incoming::Request { params, .. } | Incoming::Notification { params, .. } => params,
+        Incoming::Response { .. } => return Era::Legacy,
+    };
+    match params.get("_meta").and_then(|m| m.get(META_VERSION)).and_then(Value::as_str) {
+        Some(v) if is_legacy(v) => Era::Legacy,
+        Some(_) => Era::Modern,
+        None if header.is_some_and(|h| MODERN_VERSIONS.contains(&h.trim())) => Era::Modern,
+        None => Era::Legacy,
+    }
+}
+
+/// What a 2026-07-28 request declares about itself in `_meta`.
+#[derive(Clone, Debug)]
+pub(crate) struct Declared {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub(crate) version: String,
+    /// `io.modelcontextprotocol/clientCapabilities`.
+    pub(crate) capabilities: Value,
+    /// `io.modelcontextprotocol/logLevel`; `None`: no log messages.
+    pub(crate) log_level: Option<LogLevel>,
+}
+
+/// Reads the declarations every 2026-07-28 request carries; a missing or
+/// ill-typed one is `-32602` (answered 400 over HTTP). `clientInfo` is
+/// optional (a SHOULD) and not read.
+pub(crate) fn declared(params: &Value) -> Result<Declared, RpcError> {
+    let Some(meta) = params.get("_meta") else {
+        return Err(RpcError::invalid_params(
+            "params._meta is required: it declares the request's protocol version and client capabilities",
+        ));
+    };
+    let Some(meta) = meta.as_object() else {
+        return Err(RpcError::invalid_params("params._meta must be an object"));
+    };
+    let version = match meta.get(META_VERSION) {
+        Some(Value::String(v)) => v.clone(),
+        Some(_) => return Err(RpcError::invalid_params(format!("_meta[{META_VERSION:?}] must be a string"))),
+        None => return Err(RpcError::invalid_params(format!("_meta[{META_VERSION:?}] is required"))),
+    };
+    let capabilities = match meta.get(META_CAPABILITIES) {
+        Some(c @ Value::Object(_)) => c.clone(),
+        Some(_) => {
+            return Err(RpcError::invalid_params(format!("_meta[{META_CAPABILITIES:?}] must be an object")))
+        }
+        None => return Err(RpcError::invalid_params(format!("_meta[{META_CAPABILITIES:?}] is required"))),
+    };
+    let log_level = match meta.get(META_LOG_LEVEL) {
+        None | Some(Value::Null) => None,
+        Some(l) => Some(l.as_str().and_then(LogLevel::parse).ok_or_else(|| {
+            RpcError::invalid_params(format!("_meta[{META_LOG_LEVEL:?}] must be one of the MCP log levels"))
+        })?),
+    };
+    Ok(Declared { version, capabilities, log_level })
+}
+
+/// `UnsupportedProtocolVersionError` for `requested`, listing every version
+/// served (both eras: a client that can speak a 2025 revision falls back
+/// to `initialize`).
+pub(crate) fn unsupported_version(requested: &str) -> RpcError {
+    RpcError {
+        code: code::UNSUPPORTED_PROTOCOL_VERSION,
+        message: format!("Unsupported protocol version {requested:?}"),
+        data: Some(json!({"supported": all_versions(), "requested": requested})),
+    }
+}
+
+/// Every protocol version served, newest first.
+fn all_versions() -> Vec<&'static str> {
+    MODERN_VERSIONS.iter().chain(SUPPORTED_VERSIONS.iter()).copied().collect()
+}
+
+/// The application's capabilities as a 2026-07-28 client may use them:
+/// without what needs `subscriptions/listen`, which is not served yet
+/// (`resources.subscribe`, the `listChanged` flags). `resources/subscribe`
+/// itself is gone in that revision.
+fn modern_capabilities(mut caps: Value) -> Value {
+    if let Some(m) = caps.as_object_mut() {
+        for (name, cap) in m.iter_mut() {
+            if let Some(c) = cap.as_object_mut() {
+                c.remove("listChanged");
+                if name == "resources" {
+                    c.remove("subscribe");
+                }
+            }
+        }
+    }
+    caps
+}
+
+fn discover(state: &AppState) -> Value {
+    let mut r = json!({
+        "supportedVersions": all_versions(),
+        "capabilities": modern_capabilities(state.host.capabilities()),
+    });
+    if let Some(i) = state.host.instructions() {
+        r["instructions"] = json!(i);
+    }
+    r
+}
+
+/// Completes a result for a 2026-07-28 client: `resultType` (every result
+/// has one), the caching hints on the methods that have them (by default
+/// "stale at once, this caller only": `ttlMs` 0, `cacheScope` private), and
+/// the server's identity in `_meta`. What the application set itself stays.
+fn complete(method: &str, mut result: Value, server_info: Value) -> Value {
+    let Some(m) = result.as_object_mut() else { return result };
+    m.entry("resultType").or_insert_with(|| json!("complete"));
+    if CACHEABLE.contains(&method) {
+        m.entry("ttlMs").or_insert_with(|| json!(0));
+        m.entry("cacheScope").or_insert_with(|| json!("private"));
+    }
+    if let Value::Object(meta) = m.entry("_meta").or_insert_with(|| Value::Object(Map::new())) {
+        meta.entry(META_SERVER_INFO).or_insert(server_info);
+    }
+    result
+}
+
+/// A 2026-07-28 request's way to its response: the handler's notifications
+/// in order, bounded, so that a client reading slowly slows the handler
+/// instead of filling memory.
+pub(crate) struct Exchange {
+    /// The protocol version the request declared.
+    pub(crate) version: String,
+    /// The capabilities the request declared.
+    pub(crate) capabilities: Value,
+    /// The log level the request declared.
+    pub(crate) log_level: Option<LogLevel>,
+    tx: mpsc::Sender<Bytes>,
+    sent: AtomicU64,
+}
+
+impl Exchange {
+    /// Queues one serialized notification for the response stream; waits
+    /// while the queue is full. `Closed` once the response is gone (the
+    /// client closed it: the request is cancelled).
+    pub(crate) async fn send(&self, message: Bytes) -> Result<Seq, SendError> {
+        self.tx.send(message).await.map_err(|_| SendError::Closed)?;
+        Ok(Seq(self.sent.fetch_add(1, Ordering::Relaxed) + 1))
+    }
+}
+
+/// A running 2026-07-28 request, as its response sees it.
+pub(crate) struct Running {
+    /// The handler's notifications, serialized.
+    pub(crate) notifications: mpsc::Receiver<Bytes>,
+    /// The response message; dropped without a value when the request was
+    /// cancelled (the client closed the response) or the server shut down.
+    pub(crate) response: oneshot::Receiver<Value>,
+    /// Cancelling it cancels the request.
+    pub(crate) cancel: CancellationToken,
+}
+
+/// Starts a checked 2026-07-28 request: `server/discover` and the removed
+/// methods here, anything else by the application, whose result is
+/// completed for this revision.
+pub(crate) fn start(
+    state: &AppState,
+    id: Value,
+    method: String,
+    params: Value,
+    declared: Declared,
+) -> Running {
+    let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
+    let (reply, response) = oneshot::channel();
+    let cancel = CancellationToken::new();
+    let server_info = state.host.server_info();
+    let outcome: Option<Result<Value, RpcError>> = if method == "server/discover" {
+        Some(Ok(discover(state)))
+    } else if REMOVED.contains(&method.as_str()) {
+        Some(Err(RpcError::new(
+            code::METHOD_NOT_FOUND,
+            format!("method not found: {method} is not a method of MCP {}", declared.version),
+        )))
+    } else {
+        None
+    };
+    if let Some(outcome) = outcome {
+        let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
+        return Running { notifications, response, cancel };
+    }
+    let ctx = RequestContext {
+        progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
+        via: Via::Exchange(Arc::new(Exchange {
+            version: declared.version,
+            capabilities: declared.capabilities,
+            log_level: declared.log_level,
+            tx,
+            sent: AtomicU64::new(0),
+        })),
+        request_id: id.clone(),
+        cancel: cancel.clone(),
+    };
+    let fut = state.host.handle(method.clone(), params, ctx);
+    let (stop, shutdown) = (cancel.clone(), state.shutdown.clone());
+    let span = tracing::info_span!("request", id = %id, method = %method, era = "2026-07-28");
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let outcome = tokio::select! {
+                r = fut => r,
+                // Cancelled (the client closed the response) or shutting
+                // down: no response (MCP cancellation).
+                _ = stop.cancelled() => return,
+                _ = shutdown.cancelled() => return,
+            };
+            let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
+        },
+        span,
+    ));
+    Running { notifications, response, cancel }
+}
+
+/// The HTTP status of a 2026-07-28 response message: 404 for a method not
+/// served, 400 for the revision's request errors (header mismatch, a
+/// capability the client did not declare, a version not served), else 200
+/// (an application's other errors travel in the body, as results do).
+pub(crate) fn status_of(response: &Value) -> u16 {
+    match response.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64) {
+        Some(code::METHOD_NOT_FOUND) => 404,
+        Some(
+            code::HEADER_MISMATCH | code::MISSING_CLIENT_CAPABILITY | code::UNSUPPORTED_PROTOCOL_VERSION,
+        ) => 400,
+        _ => 200,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(params: Value) -> Incoming {
+        Incoming::Request { id: json!(1), method: "tools/list".into(), params }
+    }
+
+    #[test]
+    fn the_era_is_read_from_meta_then_from_the_header() {
+        let meta = |v: &str| request(json!({"_meta": {META_VERSION: v}}));
+        assert_eq!(era(None, &meta("2026-07-28")), Era::Modern);
+        // An unknown version is answered by this revision's rules (with the
+        // versions served); a 2025 one is the session era's.
+        assert_eq!(era(Some("2026-07-28"), &meta("v999")), Era::Modern);
+        assert_eq!(era(Some("2026-07-28"), &meta("2025-11-25")), Era::Legacy);
+        assert_eq!(era(Some(" 2026-07-28 "), &request(json!({}))), Era::Modern);
+        assert_eq!(era(Some("2025-06-18"), &request(json!({}))), Era::Legacy);
+        assert_eq!(era(Some("v999"), &request(Value::Null)), Era::Legacy);
+        assert_eq!(era(None, &request(Value::Null)), Era::Legacy);
+        let response = Incoming::Response { id: json!(1), outcome: Ok(json!({})) };
+        assert_eq!(era(Some("2026-07-28"), &response), Era::Legacy);
+    }
+
+    #[test]
+    fn declarations_are_checked() {
+        let ok = declared(&json!({"_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: {"sampling": {}}, META_LOG_LEVEL: "warning"}})).unwrap();
+        assert_eq!((ok.version.as_str(), ok.log_level), ("2026-07-28", Some(LogLevel::Warning)));
+        assert_eq!(ok.capabilities, json!({"sampling": {}}));
+        for bad in [
+            json!({}),
+            json!({"_meta": 1}),
+            json!({"_meta": {META_CAPABILITIES: {}}}),
+            json!({"_meta": {META_VERSION: 7, META_CAPABILITIES: {}}}),
+            json!({"_meta": {META_VERSION: "2026-07-28"}}),
+            json!({"_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: []}}),
+            json!({"_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: {}, META_LOG_LEVEL: "loud"}}),
+        ] {
+            assert_eq!(declared(&bad).unwrap_err().code, code::INVALID_PARAMS, "{bad}");
+        }
+    }
+
+    #[test]
+    fn results_are_completed_without_overriding_the_application() {
+        let info = json!({"name": "s", "version": "1"});
+        let r = complete("tools/list", json!({"tools": []}), info.clone());
+        assert_eq!(
+            r,
+            json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                   "_meta": {META_SERVER_INFO: info}})
+        );
+        let own = json!({"tools": [], "ttlMs": 60000, "cacheScope": "public", "resultType": "complete",
+                         "_meta": {META_SERVER_INFO: {"name": "app", "version": "2"}, "x": 1}});
+        assert_eq!(complete("tools/list", own.clone(), info.clone()), own);
+        let call = complete("tools/call", json!({"content": []}), info.clone());
+        assert_eq!((call.get("ttlMs"), &call["resultType"]), (None, &json!("complete")));
+    }
+
+    #[test]
+    fn capabilities_lose_what_needs_a_listen_stream() {
+        let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": false}, "logging": {}});
+        assert_eq!(modern_capabilities(caps), json!({"tools": {}, "resources": {}, "logging": {}}));
+    }
+
+    #[test]
+    fn statuses() {
+        let e = |c: i64| json!({"error": {"code": c, "message": ""}});
+        assert_eq!(status_of(&e(code::METHOD_NOT_FOUND)), 404);
+        for c in [code::HEADER_MISMATCH, code::MISSING_CLIENT_CAPABILITY, code::UNSUPPORTED_PROTOCOL_VERSION]
+        {
+            assert_eq!(status_of(&e(c)), 400);
+        }
+        assert_eq!(status_of(&e(code::INVALID_PARAMS)), 200);
+        assert_eq!(status_of(&json!({"result": {}})), 200);
+    }
+}
