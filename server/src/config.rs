@@ -64,6 +64,13 @@ pub struct ServerConfig {
     /// Most bytes a socket's writer may hold unsent (default 1 MiB): a
     /// client that does not read cannot grow the server's memory past it.
     pub max_socket_write_buffer: usize,
+    /// The secret that seals MCP 2026-07-28's `requestState` (an
+    /// input-required result's earlier answers, `docs/SPEC.md` §5.4); `None`
+    /// (the default): random per process, so a retry that reaches another
+    /// process is refused (-32602). The nodes of a cluster need the same.
+    pub request_state_secret: Option<Vec<u8>>,
+    /// How long a `requestState` stays valid (default 10 min).
+    pub request_state_ttl: Duration,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +95,8 @@ impl Default for ServerConfig {
             max_inflight_requests: 64,
             max_socket_pings_per_sec: 50,
             max_socket_write_buffer: 1 << 20,
+            request_state_secret: None,
+            request_state_ttl: Duration::from_secs(600),
         }
     }
 }

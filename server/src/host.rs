@@ -387,19 +387,60 @@ impl RequestContext {
         self.notify("notifications/progress", p).await.map(Some)
     }
 
-    /// Sends a request to the client on this request's stream (e.g.
-    /// `sampling/createMessage`, `elicitation/create`) and waits for the
-    /// response the client POSTs back (or sends over its WebSocket). A
-    /// 2026-07-28 request has no way to carry one (that revision asks for
-    /// input with an input-required result instead):
-    /// [`ClientRequestError::Unsupported`].
+    /// Sends a request to the client (e.g. `sampling/createMessage`,
+    /// `elicitation/create`, `roots/list`) and waits for its result. On a
+    /// session (2025 revisions) it goes on this request's stream and the
+    /// response comes POSTed back (or over the WebSocket). On a 2026-07-28
+    /// request it is [`RequestContext::ask`] with one input request of its
+    /// own key: see there.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
         match &self.via {
             Via::Session { conn, stream } => conn.client_request(stream, method, params, &self.cancel).await,
-            Via::Exchange(x) => Err(ClientRequestError::Unsupported(format!(
-                "{method} cannot be sent to a client of MCP {}: it has no server-to-client requests",
-                x.version
-            ))),
+            Via::Exchange(x) => {
+                let key = x.next_key(method);
+                let asked =
+                    serde_json::Map::from_iter([(key.clone(), json!({"method": method, "params": params}))]);
+                let mut answers = x.ask(&asked).await?;
+                answers.remove(&key).ok_or(ClientRequestError::Cancelled)
+            }
+        }
+    }
+
+    /// Asks the client for several inputs at once, `{key: {"method", "params"}}`
+    /// (methods `elicitation/create`, `sampling/createMessage`, `roots/list`),
+    /// and returns their results by key.
+    ///
+    /// On a session (2025 revisions) each is a server → client request, sent
+    /// together; the first failure is the error. On a request of MCP
+    /// 2026-07-28 (input-required results, SEP-2322) the request itself must
+    /// bring the answers: if it does not, this attempt ends here (the call
+    /// never returns) and the client gets an input-required result naming
+    /// the missing inputs, with what earlier rounds answered sealed in its
+    /// `requestState`. The client's retry runs the handler again from the
+    /// start, where the same calls in the same order return the answers at
+    /// once. So a handler that asks must reach its asks the same way on
+    /// every attempt, and what it did before an ask it does again. Asking
+    /// for what the client did not declare (its `elicitation`, `sampling` or
+    /// `roots` capability) ends the attempt with -32021; asking from a
+    /// method other than `tools/call`, `prompts/get` and `resources/read` is
+    /// [`ClientRequestError::Unsupported`].
+    pub async fn ask(
+        &self,
+        requests: serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, ClientRequestError> {
+        match &self.via {
+            Via::Session { conn, stream } => {
+                let asks = requests.iter().map(|(key, r)| {
+                    let method = r.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let params = r.get("params").cloned().unwrap_or(json!({}));
+                    async move {
+                        let v = conn.client_request(stream, &method, params, &self.cancel).await?;
+                        Ok::<_, ClientRequestError>((key.clone(), v))
+                    }
+                });
+                futures_util::future::try_join_all(asks).await.map(serde_json::Map::from_iter)
+            }
+            Via::Exchange(x) => x.ask(&requests).await,
         }
     }
 

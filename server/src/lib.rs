@@ -71,6 +71,7 @@ mod fairness;
 pub mod host;
 mod http;
 mod identity;
+mod input_state;
 pub mod jsonrpc;
 mod modern;
 mod observe;
@@ -219,7 +220,9 @@ impl McpServerBuilder {
             c.initialize_burst,
             c.max_sessions_per_client,
         ));
+        let input_key = input_state::StateKey::new(self.config.request_state_secret.as_deref());
         let state = Arc::new(AppState {
+            input_key,
             hub,
             host: self.host,
             config: Arc::new(self.config),

@@ -6,10 +6,15 @@
 //! A 2026-07-28 request has no session: its notifications go on its own
 //! response stream only, through an [`Exchange`] (a bounded channel to the
 //! response, no ring: that revision's streams are not resumable), and it
-//! ends with its response.
+//! ends with its response. Input it needs from the client (elicitation,
+//! sampling, roots) comes by input-required results (SEP-2322): a
+//! handler's ask ends the attempt with one, naming what it needs and
+//! sealing what earlier rounds answered in `requestState`; the client's
+//! retry runs the handler again, and the same asks are answered from it.
 
 use crate::config::{MODERN_VERSIONS, SUPPORTED_VERSIONS};
-use crate::host::{LogLevel, RequestContext, SendError, Via};
+use crate::host::{ClientRequestError, LogLevel, RequestContext, SendError, Via};
+use crate::input_state::{self, Binding};
 use crate::jsonrpc::{self, code, Incoming, RpcError};
 use crate::state::AppState;
 use bytes::Bytes;
@@ -188,9 +193,24 @@ fn complete(method: &str, mut result: Value, server_info: Value) -> Value {
     result
 }
 
+/// How an attempt at a 2026-07-28 request ends early, from inside its
+/// handler.
+enum End {
+    /// The handler asked for input the request did not bring: an
+    /// input-required result naming what is missing.
+    Input(Map<String, Value>),
+    /// The handler asked for input of a kind the client did not declare:
+    /// `-32021` naming the capabilities.
+    Capability(Value),
+    /// An answer the request brought is not a result of its input
+    /// request's method: `-32602`.
+    Invalid(String),
+}
+
 /// A 2026-07-28 request's way to its response: the handler's notifications
 /// in order, bounded, so that a client reading slowly slows the handler
-/// instead of filling memory.
+/// instead of filling memory; and the input the request brought for the
+/// handler's asks (SEP-2322).
 pub(crate) struct Exchange {
     /// The protocol version the request declared.
     pub(crate) version: String,
@@ -198,9 +218,23 @@ pub(crate) struct Exchange {
     pub(crate) capabilities: Value,
     /// The log level the request declared.
     pub(crate) log_level: Option<LogLevel>,
+    method: String,
     tx: mpsc::Sender<Bytes>,
     sent: AtomicU64,
+    /// Answers the retry brought: its verified `requestState`'s, then its
+    /// `inputResponses`.
+    answers: Map<String, Value>,
+    /// Answers this attempt used (carried into the next `requestState`).
+    used: std::sync::Mutex<Map<String, Value>>,
+    /// Server → client requests asked one at a time (`request`), to name
+    /// them the same way on every attempt.
+    asked: AtomicU64,
+    end: std::sync::Mutex<Option<oneshot::Sender<End>>>,
 }
+
+/// The methods whose requests may be answered with an input-required
+/// result.
+const TAKES_INPUT: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 impl Exchange {
     /// Queues one serialized notification for the response stream; waits
@@ -210,6 +244,130 @@ impl Exchange {
         self.tx.send(message).await.map_err(|_| SendError::Closed)?;
         Ok(Seq(self.sent.fetch_add(1, Ordering::Relaxed) + 1))
     }
+
+    /// The key of the next one-at-a-time ask of `method`.
+    pub(crate) fn next_key(&self, method: &str) -> String {
+        format!("{method}#{}", self.asked.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// The answers to `requests` (`{key: {method, params}}`) if the request
+    /// brought them all; else this attempt ends (the future never resolves)
+    /// with an input-required result asking for the missing ones, and the
+    /// client's retry runs the handler again. Asking for input the client
+    /// did not declare (elicitation, sampling, roots) ends it with -32021.
+    pub(crate) async fn ask(
+        &self,
+        requests: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, ClientRequestError> {
+        if !TAKES_INPUT.contains(&self.method.as_str()) {
+            return Err(ClientRequestError::Unsupported(format!(
+                "a {} request cannot ask the client for input in MCP {} (only tools/call, prompts/get and resources/read can)",
+                self.method, self.version
+            )));
+        }
+        let mut missing_caps = Map::new();
+        for (key, r) in requests {
+            let method = r.get("method").and_then(Value::as_str).unwrap_or_default();
+            let cap = match method {
+                "elicitation/create" => "elicitation",
+                "sampling/createMessage" => "sampling",
+                "roots/list" => "roots",
+                other => {
+                    return Err(ClientRequestError::Unsupported(format!(
+                        "input request {key:?}: {other:?} is not one (elicitation/create, sampling/createMessage, roots/list)"
+                    )))
+                }
+            };
+            if self.capabilities.get(cap).is_none() {
+                missing_caps.insert(cap.to_owned(), json!({}));
+            }
+        }
+        if !missing_caps.is_empty() {
+            self.finish(End::Capability(Value::Object(missing_caps)));
+            return std::future::pending().await;
+        }
+        let mut have = Map::new();
+        let mut missing = Map::new();
+        for (key, r) in requests {
+            match self.answers.get(key) {
+                Some(a) => {
+                    let method = r.get("method").and_then(Value::as_str).unwrap_or_default();
+                    if let Err(why) = check_answer(method, a) {
+                        self.finish(End::Invalid(format!(
+                            "inputResponses[{key:?}] is not a result of {method}: {why}"
+                        )));
+                        return std::future::pending().await;
+                    }
+                    have.insert(key.clone(), a.clone());
+                }
+                None => drop(missing.insert(key.clone(), r.clone())),
+            }
+        }
+        crate::state::lock(&self.used).extend(have.clone());
+        if missing.is_empty() {
+            return Ok(have);
+        }
+        self.finish(End::Input(missing));
+        std::future::pending().await
+    }
+
+    fn finish(&self, end: End) {
+        if let Some(tx) = crate::state::lock(&self.end).take() {
+            let _ = tx.send(end);
+        }
+    }
+}
+
+/// The shape of a client's result for an input request of `method`: what
+/// its handler will read.
+fn check_answer(method: &str, a: &Value) -> Result<(), &'static str> {
+    match method {
+        "elicitation/create" => match a.get("action").and_then(Value::as_str) {
+            Some("accept" | "decline" | "cancel") => Ok(()),
+            _ => Err("its action must be accept, decline or cancel"),
+        },
+        "sampling/createMessage" => {
+            if a.get("role").is_some_and(Value::is_string)
+                && a.get("content").is_some_and(|c| c.is_object() || c.is_array())
+            {
+                Ok(())
+            } else {
+                Err("it needs a role and a content")
+            }
+        }
+        _ => match a.get("roots") {
+            Some(Value::Array(_)) => Ok(()),
+            _ => Err("its roots must be an array"),
+        },
+    }
+}
+
+/// The answers a retry brings: those its `requestState` carries (verified:
+/// sealed by this server, for this request and caller, unexpired), then its
+/// `inputResponses` for keys the state does not answer. Either malformed,
+/// or a state that does not verify, is `-32602`.
+fn brought(state: &AppState, b: &Binding<'_>) -> Result<Map<String, Value>, RpcError> {
+    let mut answers = match b.params.get("requestState") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::String(t)) => input_state::open(&state.input_key, b, t)
+            .map_err(|why| RpcError::invalid_params(format!("requestState rejected: {why}")))?,
+        Some(_) => return Err(RpcError::invalid_params("requestState must be a string")),
+    };
+    match b.params.get("inputResponses") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(r)) => {
+            for (k, v) in r {
+                if !v.is_object() {
+                    return Err(RpcError::invalid_params(format!(
+                        "inputResponses[{k:?}] must be an object (the client's result for that input request)"
+                    )));
+                }
+                answers.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object")),
+    }
+    Ok(answers)
 }
 
 /// A running 2026-07-28 request, as its response sees it.
@@ -223,21 +381,24 @@ pub(crate) struct Running {
     pub(crate) cancel: CancellationToken,
 }
 
-/// Starts a checked 2026-07-28 request: `server/discover` and the removed
-/// methods here, anything else by the application, whose result is
-/// completed for this revision.
+/// Starts a checked 2026-07-28 request of `caller`: `server/discover` and
+/// the removed methods here, anything else by the application, whose result
+/// is completed for this revision. An attempt its handler ends by asking
+/// for input is answered with an input-required result.
 pub(crate) fn start(
     state: &AppState,
     id: Value,
     method: String,
     params: Value,
     declared: Declared,
+    caller: Option<String>,
 ) -> Running {
     let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
     let (reply, response) = oneshot::channel();
     let cancel = CancellationToken::new();
     let server_info = state.host.server_info();
-    let outcome: Option<Result<Value, RpcError>> = if method == "server/discover" {
+    let binding = Binding { caller: caller.as_deref(), method: &method, params: &params };
+    let early: Option<Result<Value, RpcError>> = if method == "server/discover" {
         Some(Ok(discover(state)))
     } else if REMOVED.contains(&method.as_str()) {
         Some(Err(RpcError::new(
@@ -247,29 +408,62 @@ pub(crate) fn start(
     } else {
         None
     };
-    if let Some(outcome) = outcome {
-        let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
-        return Running { notifications, response, cancel };
-    }
+    let answers = match early.map_or_else(|| brought(state, &binding).map_err(Err), Err) {
+        Ok(a) => a,
+        Err(outcome) => {
+            let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
+            return Running { notifications, response, cancel };
+        }
+    };
+    let (end_tx, end_rx) = oneshot::channel();
+    let exchange = Arc::new(Exchange {
+        version: declared.version,
+        capabilities: declared.capabilities,
+        log_level: declared.log_level,
+        method: method.clone(),
+        tx,
+        sent: AtomicU64::new(0),
+        answers,
+        used: Default::default(),
+        asked: AtomicU64::new(0),
+        end: std::sync::Mutex::new(Some(end_tx)),
+    });
     let ctx = RequestContext {
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
-        via: Via::Exchange(Arc::new(Exchange {
-            version: declared.version,
-            capabilities: declared.capabilities,
-            log_level: declared.log_level,
-            tx,
-            sent: AtomicU64::new(0),
-        })),
+        via: Via::Exchange(Arc::clone(&exchange)),
         request_id: id.clone(),
         cancel: cancel.clone(),
     };
-    let fut = state.host.handle(method.clone(), params, ctx);
+    let fut = state.host.handle(method.clone(), params.clone(), ctx);
     let (stop, shutdown) = (cancel.clone(), state.shutdown.clone());
+    let (key, ttl) = (state.input_key.clone(), state.config.request_state_ttl.as_millis() as u64);
     let span = tracing::info_span!("request", id = %id, method = %method, era = "2026-07-28");
     tokio::spawn(tracing::Instrument::instrument(
         async move {
+            // Resolves only if the handler ends its attempt early (its
+            // sender is dropped with the exchange otherwise).
+            let ended = async move {
+                match end_rx.await {
+                    Ok(e) => e,
+                    Err(_) => std::future::pending().await,
+                }
+            };
             let outcome = tokio::select! {
+                biased;
                 r = fut => r,
+                e = ended => match e {
+                    End::Input(missing) => {
+                        let b = Binding { caller: caller.as_deref(), method: &method, params: &params };
+                        let used = crate::state::lock(&exchange.used).clone();
+                        Ok(json!({
+                            "resultType": "input_required",
+                            "inputRequests": missing,
+                            "requestState": input_state::seal(&key, &b, &used, ttl),
+                        }))
+                    }
+                    End::Capability(caps) => Err(RpcError::missing_client_capability(caps)),
+                    End::Invalid(why) => Err(RpcError::invalid_params(why)),
+                },
                 // Cancelled (the client closed the response) or shutting
                 // down: no response (MCP cancellation).
                 _ = stop.cancelled() => return,

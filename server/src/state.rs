@@ -41,6 +41,8 @@ pub(crate) struct AppState {
     pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
     /// What the operator's metrics count (`observe.rs`).
     pub(crate) metrics: Arc<crate::observe::Metrics>,
+    /// Seals the `requestState` of input-required results.
+    pub(crate) input_key: crate::input_state::StateKey,
 }
 
 impl AppState {

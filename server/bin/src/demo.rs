@@ -41,6 +41,15 @@ fn tools() -> Value {
         tool("test_reconnection", "Closes its SSE stream after the priming event; the result arrives on the resume.", json!({}), &[]),
         tool("test_sampling", "Asks the client to sample an LLM.", json!({"prompt": {"type": "string"}}), &["prompt"]),
         tool("test_elicitation", "Asks the client for user input.", json!({"message": {"type": "string"}}), &["message"]),
+        tool("test_input_required_result_elicitation", "Asks the user's name (input key user_name), then greets them.", json!({}), &[]),
+        tool("test_input_required_result_sampling", "Asks the client's LLM a question (capital_question).", json!({}), &[]),
+        tool("test_input_required_result_list_roots", "Asks the client's roots (client_roots).", json!({}), &[]),
+        tool("test_input_required_result_request_state", "Asks for a confirmation (confirm); its answer travels with the sealed requestState.", json!({}), &[]),
+        tool("test_input_required_result_multiple_inputs", "Asks for a name, an LLM greeting and the roots at once.", json!({}), &[]),
+        tool("test_input_required_result_multi_round", "Asks a name (step1), then a colour (step2), then answers with both.", json!({}), &[]),
+        tool("test_input_required_result_tampered_state", "Asks for a confirmation; a retry whose requestState was altered is refused.", json!({}), &[]),
+        tool("test_input_required_result_capabilities", "Asks only for the inputs the client declared it can give (elicitation, sampling).", json!({}), &[]),
+        tool("test_streaming_elicitation", "Asks for user input; on MCP 2026-07-28 by an input-required result, never a request on the stream.", json!({}), &[]),
         tool("test_image_content", "Returns an image.", json!({}), &[]),
         tool("test_audio_content", "Returns audio.", json!({}), &[]),
         tool("test_embedded_resource", "Returns an embedded resource.", json!({}), &[]),
@@ -180,9 +189,10 @@ impl Host for DemoHost {
                         {"name": "arg2", "description": "Second argument", "required": true}]},
                     {"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource", "arguments": [
                         {"name": "resourceUri", "description": "The resource to embed", "required": true}]},
-                    {"name": "test_prompt_with_image", "description": "A prompt with an image"}
+                    {"name": "test_prompt_with_image", "description": "A prompt with an image"},
+                    {"name": "test_input_required_result_prompt", "description": "A prompt that asks the user for its context first (user_context)"}
                 ]})),
-                "prompts/get" => get_prompt(&params),
+                "prompts/get" => get_prompt(&params, &ctx).await,
                 "completion/complete" => {
                     Ok(json!({"completion": {"values": ["test", "testing"], "total": 2, "hasMore": false}}))
                 }
@@ -227,7 +237,7 @@ fn read_resource(uri: &str, version: &str) -> Result<Value, RpcError> {
     Ok(json!({"contents": [content]}))
 }
 
-fn get_prompt(params: &Value) -> Result<Value, RpcError> {
+async fn get_prompt(params: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     let arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
     let user = |content: Value| json!({"role": "user", "content": content});
@@ -250,6 +260,15 @@ fn get_prompt(params: &Value) -> Result<Value, RpcError> {
                 user(json!({"type": "text", "text": "Please process the embedded resource above."})),
             ]
         }
+        "test_input_required_result_prompt" => {
+            let a = ask(
+                ctx,
+                &[("user_context", elicit("What context should the prompt use?", "context", "string"))],
+            )
+            .await?;
+            let context = a["user_context"]["content"]["context"].as_str().unwrap_or_default().to_owned();
+            vec![user(json!({"type": "text", "text": format!("Answer in this context: {context}")}))]
+        }
         "test_prompt_with_image" => vec![
             user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
             user(json!({"type": "text", "text": "Please analyze the image above."})),
@@ -259,10 +278,112 @@ fn get_prompt(params: &Value) -> Result<Value, RpcError> {
     Ok(json!({"messages": messages}))
 }
 
+/// An `elicitation/create` input request for one field.
+fn elicit(message: &str, field: &str, ty: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema": {
+        "type": "object", "properties": {field: {"type": ty}}, "required": [field]}}})
+}
+
+fn sample(question: &str) -> Value {
+    json!({"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": question}}], "maxTokens": 100}})
+}
+
+fn roots() -> Value {
+    json!({"method": "roots/list", "params": {}})
+}
+
+/// Asks the client for `inputs` by key (`RequestContext::ask`: server →
+/// client requests on a session, an input-required result on 2026-07-28).
+async fn ask(
+    ctx: &RequestContext,
+    inputs: &[(&str, Value)],
+) -> Result<serde_json::Map<String, Value>, RpcError> {
+    let requests = inputs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+    ctx.ask(requests)
+        .await
+        .map_err(|e| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string()))
+}
+
+/// The text of a sampling result.
+fn sampled(r: &Value) -> &str {
+    r["content"]["text"].as_str().unwrap_or_default()
+}
+
+fn root_uris(r: &Value) -> String {
+    let uris: Vec<&str> =
+        r["roots"].as_array().into_iter().flatten().filter_map(|x| x["uri"].as_str()).collect();
+    uris.join(", ")
+}
+
 async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value, RpcError> {
     match name {
         "emit_events" => emit_events(args, ctx).await,
         "test_simple_text" => Ok(text("This is a simple text response for testing.")),
+        "test_input_required_result_elicitation" => {
+            let a = ask(&ctx, &[("user_name", elicit("What is your name?", "name", "string"))]).await?;
+            Ok(text(format!("Hello, {}!", a["user_name"]["content"]["name"].as_str().unwrap_or_default())))
+        }
+        "test_input_required_result_sampling" => {
+            let a = ask(&ctx, &[("capital_question", sample("What is the capital of France?"))]).await?;
+            Ok(text(format!("The LLM answered: {}", sampled(&a["capital_question"]))))
+        }
+        "test_input_required_result_list_roots" => {
+            let a = ask(&ctx, &[("client_roots", roots())]).await?;
+            Ok(text(format!("The client's roots: {}", root_uris(&a["client_roots"]))))
+        }
+        "test_input_required_result_request_state" | "test_input_required_result_tampered_state" => {
+            let a = ask(&ctx, &[("confirm", elicit("Please confirm", "ok", "boolean"))]).await?;
+            Ok(text(format!("state-ok: confirmed={}", a["confirm"]["content"]["ok"])))
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let a = ask(
+                &ctx,
+                &[
+                    ("user_name", elicit("What is your name?", "name", "string")),
+                    ("greeting", sample("Write a short greeting.")),
+                    ("client_roots", roots()),
+                ],
+            )
+            .await?;
+            Ok(text(format!(
+                "name={}, greeting={}, roots={}",
+                a["user_name"]["content"]["name"].as_str().unwrap_or_default(),
+                sampled(&a["greeting"]),
+                root_uris(&a["client_roots"])
+            )))
+        }
+        "test_input_required_result_multi_round" => {
+            let a = ask(&ctx, &[("step1", elicit("Step 1: What is your name?", "name", "string"))]).await?;
+            let b =
+                ask(&ctx, &[("step2", elicit("Step 2: What is your favorite color?", "color", "string"))])
+                    .await?;
+            Ok(text(format!(
+                "{}'s favorite color is {}",
+                a["step1"]["content"]["name"].as_str().unwrap_or_default(),
+                b["step2"]["content"]["color"].as_str().unwrap_or_default()
+            )))
+        }
+        "test_input_required_result_capabilities" => {
+            let caps = ctx.client_capabilities().unwrap_or_default();
+            let mut inputs = vec![];
+            if caps.get("elicitation").is_some() {
+                inputs.push(("user_name", elicit("What is your name?", "name", "string")));
+            }
+            if caps.get("sampling").is_some() {
+                inputs.push(("capital_question", sample("What is the capital of France?")));
+            }
+            if inputs.is_empty() {
+                return Ok(text("The client declared no capability to ask with"));
+            }
+            let a = ask(&ctx, &inputs).await?;
+            Ok(text(format!("answered: {}", a.keys().cloned().collect::<Vec<_>>().join(", "))))
+        }
+        "test_streaming_elicitation" => {
+            let _ = ctx.log(LogLevel::Info, None, json!("asking for input")).await;
+            let a = ask(&ctx, &[("input", elicit("Please provide input", "value", "string"))]).await?;
+            Ok(text(format!("received: {}", a["input"]["content"]["value"])))
+        }
         "test_image_content" => {
             Ok(json!({"content": [{"type": "image", "data": PNG, "mimeType": "image/png"}]}))
         }

@@ -82,6 +82,15 @@ struct Args {
     /// Most requests in flight per session.
     #[arg(long, default_value_t = 64)]
     max_inflight_requests: usize,
+    /// A file whose bytes seal MCP 2026-07-28's `requestState` (the answers
+    /// of an input-required result's earlier rounds). Without it, a random
+    /// secret per process: the nodes of a cluster need the same file for a
+    /// retry to be served by any of them.
+    #[arg(long)]
+    request_state_secret_file: Option<std::path::PathBuf>,
+    /// Seconds a `requestState` stays valid.
+    #[arg(long, default_value_t = 600)]
+    request_state_ttl_secs: u64,
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
@@ -251,6 +260,20 @@ async fn main() -> std::io::Result<()> {
     config.initialize_per_sec = a.initialize_per_sec;
     config.initialize_burst = a.initialize_burst;
     config.max_inflight_requests = a.max_inflight_requests;
+    config.request_state_ttl = Duration::from_secs(a.request_state_ttl_secs);
+    if let Some(f) = &a.request_state_secret_file {
+        match std::fs::read(f) {
+            Ok(s) if s.len() >= 16 => config.request_state_secret = Some(s),
+            Ok(_) => {
+                eprintln!("gapless-server: {} holds fewer than 16 bytes: too short a secret", f.display());
+                std::process::exit(2);
+            }
+            Err(e) => {
+                eprintln!("gapless-server: cannot read {}: {e}", f.display());
+                std::process::exit(2);
+            }
+        }
+    }
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
     let mut builder = match a.host {

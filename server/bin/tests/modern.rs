@@ -380,3 +380,135 @@ async fn a_slow_reader_holds_the_handler_back_and_closing_cancels_it() {
     }
     assert!(host.cancelled.load(Ordering::SeqCst), "closing the response cancels the request");
 }
+
+/// A `tools/call` of `name` with no arguments and `extra` params (the
+/// retry's `inputResponses` and `requestState`), declaring `caps`.
+async fn call_with(s: &TestServer, id: u64, name: &str, extra: Value, caps: Value) -> (u16, Value) {
+    let mut params = json!({"name": name, "arguments": {}});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        params[k] = v.clone();
+    }
+    let params = with_meta(params, json!({"io.modelcontextprotocol/clientCapabilities": caps}));
+    body(modern(s, id, "tools/call", params).await).await
+}
+
+fn all_caps() -> Value {
+    json!({"elicitation": {}, "sampling": {}, "roots": {}})
+}
+
+fn accept(content: Value) -> Value {
+    json!({"action": "accept", "content": content})
+}
+
+#[tokio::test]
+async fn input_is_asked_for_by_an_input_required_result_and_brought_by_the_retry() {
+    let s = start(ServerConfig::default()).await;
+    let tool = "test_input_required_result_elicitation";
+    let (status, r1) = call_with(&s, 1, tool, json!({}), all_caps()).await;
+    let res = &r1["result"];
+    assert_eq!((status, &res["resultType"]), (200, &json!("input_required")), "{r1}");
+    assert_eq!(res["inputRequests"]["user_name"]["method"], "elicitation/create");
+    let state = res["requestState"].as_str().expect("a sealed requestState").to_owned();
+    // The retry: a new id, the answer, the state echoed.
+    let extra =
+        json!({"inputResponses": {"user_name": accept(json!({"name": "Alice"}))}, "requestState": state});
+    let (status, r2) = call_with(&s, 2, tool, extra, all_caps()).await;
+    assert_eq!((status, &r2["result"]["resultType"]), (200, &json!("complete")), "{r2}");
+    assert_eq!(r2["result"]["content"][0]["text"], "Hello, Alice!");
+    // Missing or wrong keys: asked again, not an error.
+    let extra = json!({"inputResponses": {"wrong": accept(json!({}))}});
+    let (_, r3) = call_with(&s, 3, tool, extra, all_caps()).await;
+    assert_eq!(r3["result"]["resultType"], "input_required", "{r3}");
+    // The same tool on a 2025 session: the ask is a server → client request
+    // on the request's stream, answered by a POST.
+    let sid = s.initialize().await;
+    let r = s.call_tool(&sid, 4, tool, json!({})).await;
+    let mut sse = SseReader::new(r);
+    let ask = loop {
+        let m = sse.next().await.expect("the elicitation").json();
+        if let Some(m) = m.filter(|m| m["method"] == "elicitation/create") {
+            break m;
+        }
+    };
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"], "result": accept(json!({"name": "Bob"}))});
+    assert_eq!(s.post(Some(&sid), reply).await.status(), 202);
+    let mut result = None;
+    while let Some(e) = sse.next().await {
+        result = e.json().filter(|m| m["id"] == 4).or(result);
+    }
+    assert_eq!(result.unwrap()["result"]["content"][0]["text"], "Hello, Bob!");
+}
+
+#[tokio::test]
+async fn earlier_rounds_travel_sealed_in_the_request_state() {
+    let s = start(ServerConfig::default()).await;
+    let tool = "test_input_required_result_multi_round";
+    let (_, r1) = call_with(&s, 1, tool, json!({}), all_caps()).await;
+    assert!(r1["result"]["inputRequests"]["step1"].is_object(), "{r1}");
+    let extra = json!({"inputResponses": {"step1": accept(json!({"name": "Ada"}))}, "requestState": r1["result"]["requestState"]});
+    let (_, r2) = call_with(&s, 2, tool, extra, all_caps()).await;
+    let res2 = &r2["result"];
+    assert_eq!(res2["inputRequests"].as_object().unwrap().keys().collect::<Vec<_>>(), ["step2"], "{r2}");
+    let state2 = res2["requestState"].clone();
+    // Round 3 brings only step2's answer: step1's comes from the state.
+    let extra =
+        json!({"inputResponses": {"step2": accept(json!({"color": "teal"}))}, "requestState": state2});
+    let (_, r3) = call_with(&s, 3, tool, extra, all_caps()).await;
+    assert_eq!(r3["result"]["content"][0]["text"], "Ada's favorite color is teal", "{r3}");
+    // Without the state, step1 is asked again.
+    let extra = json!({"inputResponses": {"step2": accept(json!({"color": "teal"}))}});
+    let (_, r4) = call_with(&s, 4, tool, extra, all_caps()).await;
+    assert!(r4["result"]["inputRequests"]["step1"].is_object(), "{r4}");
+    // An altered state, or one presented on another request, is refused.
+    let tampered = format!("{}x", state2.as_str().unwrap());
+    for (name, state) in [
+        (tool, json!(tampered)),
+        ("test_input_required_result_request_state", state2.clone()),
+        (tool, json!(7)),
+    ] {
+        let extra =
+            json!({"inputResponses": {"step2": accept(json!({"color": "teal"}))}, "requestState": state});
+        let (status, r) = call_with(&s, 5, name, extra, all_caps()).await;
+        assert_eq!((status, &r["error"]["code"]), (200, &json!(-32602)), "{name}: {r}");
+    }
+    // A state sealed by another server (another key) is refused too.
+    let other = start(ServerConfig::default()).await;
+    let extra =
+        json!({"inputResponses": {"step2": accept(json!({"color": "teal"}))}, "requestState": state2});
+    let (_, r) = call_with(&other, 6, tool, extra.clone(), all_caps()).await;
+    assert!(r["error"]["message"].as_str().unwrap().contains("does not verify"), "{r}");
+    // Unless both share the configured secret.
+    let secret =
+        || ServerConfig { request_state_secret: Some(b"cluster-wide".to_vec()), ..ServerConfig::default() };
+    let (a, b) = (start(secret()).await, start(secret()).await);
+    let (_, r1) = call_with(&a, 1, tool, json!({}), all_caps()).await;
+    let extra = json!({"inputResponses": {"step1": accept(json!({"name": "Ada"}))}, "requestState": r1["result"]["requestState"]});
+    let (_, r2) = call_with(&b, 2, tool, extra, all_caps()).await;
+    assert!(r2["result"]["inputRequests"]["step2"].is_object(), "{r2}");
+}
+
+#[tokio::test]
+async fn input_the_client_cannot_give_or_gave_wrong_is_an_error() {
+    let s = start(ServerConfig::default()).await;
+    // No elicitation capability declared: -32021 naming it, at 400.
+    let (status, r) =
+        call_with(&s, 1, "test_input_required_result_elicitation", json!({}), json!({"sampling": {}})).await;
+    assert_eq!((status, &r["error"]["code"]), (400, &json!(-32021)), "{r}");
+    assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
+    // All three at once need all three.
+    let (_, r) =
+        call_with(&s, 2, "test_input_required_result_multiple_inputs", json!({}), json!({"elicitation": {}}))
+            .await;
+    assert_eq!(r["error"]["data"]["requiredCapabilities"], json!({"sampling": {}, "roots": {}}), "{r}");
+    // Answers that are not results of their input request's method.
+    for bad in [json!(12345), json!({"content": {"name": "x"}}), json!({"action": "maybe"})] {
+        let extra = json!({"inputResponses": {"user_name": bad}});
+        let (status, r) = call_with(&s, 3, "test_input_required_result_elicitation", extra, all_caps()).await;
+        assert_eq!((status, &r["error"]["code"]), (200, &json!(-32602)), "{r}");
+    }
+    // A method that cannot take input never answers with an input-required
+    // result; tools/list is served as usual with inputResponses present.
+    let params = with_meta(json!({"inputResponses": {"x": {}}}), json!({}));
+    let (_, r) = body(modern(&s, 4, "tools/list", params).await).await;
+    assert_eq!(r["result"]["resultType"], "complete");
+}

@@ -68,7 +68,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     if state.host.serves_sessionless() && modern::era(mirrored.version(), &msg) == Era::Modern {
         // No session: `Mcp-Session-Id` is ignored, none is created.
         drop(slot);
-        return Ok(super::modern::post(state, mirrored, msg, acc).await);
+        return Ok(super::modern::post(state, mirrored, msg, acc, owner).await);
     }
     version_ok?;
     if let Incoming::Request { method, .. } = &msg {

@@ -113,7 +113,13 @@ fn check_headers(h: &Mirrored, method: &str, params: &Value, version: &str) -> R
 }
 
 /// Serves a message the endpoint found to be of 2026-07-28.
-pub(crate) async fn post(state: Arc<AppState>, headers: Mirrored, msg: Incoming, acc: Accepts) -> Response {
+pub(crate) async fn post(
+    state: Arc<AppState>,
+    headers: Mirrored,
+    msg: Incoming,
+    acc: Accepts,
+    caller: Option<String>,
+) -> Response {
     let (id, method, params) = match msg {
         // The revision defines no client notification over HTTP; one is
         // accepted and has no effect.
@@ -133,7 +139,7 @@ pub(crate) async fn post(state: Arc<AppState>, headers: Mirrored, msg: Incoming,
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
     }
     state.metrics.modern_requests.inc();
-    respond(modern::start(&state, id, method, params, declared), acc, state.shutdown.clone()).await
+    respond(modern::start(&state, id, method, params, declared, caller), acc, state.shutdown.clone()).await
 }
 
 /// The response: JSON when the response comes before any notification (or
