@@ -444,6 +444,16 @@ impl RequestContext {
         }
     }
 
+    /// Announces `change` to every open `subscriptions/listen` stream of MCP
+    /// 2026-07-28 that listens to it, as [`crate::McpServer::announce`] does.
+    pub fn announce(&self, change: crate::modern::Change) {
+        let changes = match &self.via {
+            Via::Session { conn, .. } => &conn.changes,
+            Via::Exchange(x) => &x.changes,
+        };
+        let _ = changes.send(change);
+    }
+
     /// Whether the client cancelled this request (`notifications/cancelled`,
     /// or on 2026-07-28 by closing the response stream) or the session
     /// ended.

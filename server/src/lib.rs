@@ -83,6 +83,7 @@ pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
 pub use identity::{CallerIdentity, IdentityFn};
 pub use jsonrpc::RpcError;
+pub use modern::Change;
 pub use observe::ObserveAccess;
 pub use serve::ServeConfig;
 
@@ -222,6 +223,7 @@ impl McpServerBuilder {
         ));
         let input_key = input_state::StateKey::new(self.config.request_state_secret.as_deref());
         let state = Arc::new(AppState {
+            changes: tokio::sync::broadcast::channel(modern::CHANGES_CAPACITY).0,
             input_key,
             hub,
             host: self.host,
@@ -333,6 +335,14 @@ impl McpServer {
             .route(path, axum::routing::any(observe::serve_status_page))
             .route(&format!("{base}/data.json"), axum::routing::any(observe::serve_status_data))
             .with_state(s)
+    }
+
+    /// Announces `change` to every open `subscriptions/listen` stream of MCP
+    /// 2026-07-28 that listens to it (`docs/SPEC.md` §5.4). Sessions of the
+    /// 2025 revisions hear of changes on their standalone stream instead
+    /// ([`SessionHandle::notify`]).
+    pub fn announce(&self, change: Change) {
+        let _ = self.state.changes.send(change);
     }
 
     /// Ends every open stream (call on shutdown, before the server drains).

@@ -53,6 +53,186 @@ const CACHEABLE: [&str; 6] = [
     "resources/read",
 ];
 
+/// A change a 2026-07-28 client may listen for (`subscriptions/listen`,
+/// `docs/SPEC.md` §5.4): announced server-wide with
+/// [`crate::McpServer::announce`] or [`RequestContext::announce`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `notifications/tools/list_changed`.
+    ToolsListChanged,
+    /// `notifications/prompts/list_changed`.
+    PromptsListChanged,
+    /// `notifications/resources/list_changed`.
+    ResourcesListChanged,
+    /// `notifications/resources/updated` for this URI.
+    ResourceUpdated(String),
+}
+
+/// How many announced changes wait for a listen stream that reads slowly;
+/// past it the stream catches up with one notification of every kind it
+/// listens to (each says "refetch", so none is lost by coalescing).
+pub(crate) const CHANGES_CAPACITY: usize = 256;
+
+/// What a listen stream asked for, as far as the application serves it.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Filter {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Vec<String>,
+}
+
+impl Filter {
+    /// The request's `notifications`, less what `caps` (the application's)
+    /// does not offer: list changes need `listChanged`, resource updates
+    /// `resources.subscribe`.
+    fn of(params: &Value, caps: &Value) -> Result<Filter, RpcError> {
+        let n = match params.get("notifications") {
+            None | Some(Value::Null) => return Ok(Filter::default()),
+            Some(n @ Value::Object(_)) => n,
+            Some(_) => return Err(RpcError::invalid_params("notifications must be an object")),
+        };
+        let flag = |k: &str| -> Result<bool, RpcError> {
+            match n.get(k) {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(RpcError::invalid_params(format!("notifications.{k} must be a boolean"))),
+            }
+        };
+        let offers = |kind: &str, what: &str| caps.get(kind).and_then(|c| c.get(what)) == Some(&json!(true));
+        let uris = match n.get("resourceSubscriptions") {
+            None | Some(Value::Null) => vec![],
+            Some(Value::Array(a)) => {
+                a.iter().map(|u| u.as_str().map(str::to_owned)).collect::<Option<Vec<_>>>().ok_or_else(
+                    || RpcError::invalid_params("notifications.resourceSubscriptions must be strings"),
+                )?
+            }
+            Some(_) => {
+                return Err(RpcError::invalid_params("notifications.resourceSubscriptions must be an array"))
+            }
+        };
+        Ok(Filter {
+            tools: flag("toolsListChanged")? && offers("tools", "listChanged"),
+            prompts: flag("promptsListChanged")? && offers("prompts", "listChanged"),
+            resources: flag("resourcesListChanged")? && offers("resources", "listChanged"),
+            uris: if offers("resources", "subscribe") { uris } else { vec![] },
+        })
+    }
+
+    /// The acknowledged subset, as the wire has it.
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        for (k, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if on {
+                m.insert(k.into(), json!(true));
+            }
+        }
+        if !self.uris.is_empty() {
+            m.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(m)
+    }
+
+    /// The notification for `c`, if this stream listens to it.
+    fn pass(&self, c: &Change, id: &Value) -> Option<Value> {
+        let (method, mut params) = match c {
+            Change::ToolsListChanged if self.tools => ("notifications/tools/list_changed", json!({})),
+            Change::PromptsListChanged if self.prompts => ("notifications/prompts/list_changed", json!({})),
+            Change::ResourcesListChanged if self.resources => {
+                ("notifications/resources/list_changed", json!({}))
+            }
+            Change::ResourceUpdated(u) if self.uris.contains(u) => {
+                ("notifications/resources/updated", json!({"uri": u}))
+            }
+            _ => return None,
+        };
+        params["_meta"] = json!({META_SUBSCRIPTION: id});
+        Some(jsonrpc::notification(method, params))
+    }
+
+    /// One of every change this stream listens to (after it fell behind).
+    fn everything(&self) -> Vec<Change> {
+        let mut v = vec![];
+        if self.tools {
+            v.push(Change::ToolsListChanged);
+        }
+        if self.prompts {
+            v.push(Change::PromptsListChanged);
+        }
+        if self.resources {
+            v.push(Change::ResourcesListChanged);
+        }
+        v.extend(self.uris.iter().cloned().map(Change::ResourceUpdated));
+        v
+    }
+}
+
+/// `_meta` key naming the subscription a listen stream's message is of.
+const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Serves `subscriptions/listen` (request `id`): the acknowledgment first,
+/// then the changes announced from now on that the filter lets through,
+/// until the client closes the stream (which drops `tx`) or the server
+/// shuts down (a graceful response ends it).
+fn listen(
+    state: &AppState,
+    id: Value,
+    filter: Filter,
+    tx: mpsc::Sender<Bytes>,
+    reply: oneshot::Sender<Value>,
+    server_info: Value,
+) {
+    let mut changes = state.changes.subscribe();
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        let ack = jsonrpc::notification(
+            "notifications/subscriptions/acknowledged",
+            json!({"_meta": {META_SUBSCRIPTION: id}, "notifications": filter.to_json()}),
+        );
+        if tx.send(Bytes::from(ack.to_string())).await.is_err() {
+            return;
+        }
+        use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+        let mut last = false;
+        while !last {
+            let batch = tokio::select! {
+                c = changes.recv() => match c {
+                    Ok(c) => vec![c],
+                    Err(RecvError::Lagged(_)) => filter.everything(),
+                    Err(RecvError::Closed) => break,
+                },
+                _ = tx.closed() => return,
+                _ = shutdown.cancelled() => {
+                    // What was announced before the shutdown still goes out
+                    // (at most the channel's capacity), then the end.
+                    last = true;
+                    let mut rest = vec![];
+                    loop {
+                        match changes.try_recv() {
+                            Ok(c) => rest.push(c),
+                            Err(TryRecvError::Lagged(_)) => rest.extend(filter.everything()),
+                            Err(_) => break rest,
+                        }
+                    }
+                }
+            };
+            for c in &batch {
+                if let Some(n) = filter.pass(c, &id) {
+                    if tx.send(Bytes::from(n.to_string())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let end = complete("subscriptions/listen", json!({"_meta": {META_SUBSCRIPTION: id}}), server_info);
+        let _ = reply.send(jsonrpc::response(&id, Ok(end)));
+    });
+}
+
 /// Which protocol generation a message is of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Era {
@@ -147,28 +327,10 @@ fn all_versions() -> Vec<&'static str> {
     MODERN_VERSIONS.iter().chain(SUPPORTED_VERSIONS.iter()).copied().collect()
 }
 
-/// The application's capabilities as a 2026-07-28 client may use them:
-/// without what needs `subscriptions/listen`, which is not served yet
-/// (`resources.subscribe`, the `listChanged` flags). `resources/subscribe`
-/// itself is gone in that revision.
-fn modern_capabilities(mut caps: Value) -> Value {
-    if let Some(m) = caps.as_object_mut() {
-        for (name, cap) in m.iter_mut() {
-            if let Some(c) = cap.as_object_mut() {
-                c.remove("listChanged");
-                if name == "resources" {
-                    c.remove("subscribe");
-                }
-            }
-        }
-    }
-    caps
-}
-
 fn discover(state: &AppState) -> Value {
     let mut r = json!({
         "supportedVersions": all_versions(),
-        "capabilities": modern_capabilities(state.host.capabilities()),
+        "capabilities": state.host.capabilities(),
     });
     if let Some(i) = state.host.instructions() {
         r["instructions"] = json!(i);
@@ -230,6 +392,8 @@ pub(crate) struct Exchange {
     /// them the same way on every attempt.
     asked: AtomicU64,
     end: std::sync::Mutex<Option<oneshot::Sender<End>>>,
+    /// The server's announcements to listen streams.
+    pub(crate) changes: tokio::sync::broadcast::Sender<Change>,
 }
 
 /// The methods whose requests may be answered with an input-required
@@ -408,6 +572,13 @@ pub(crate) fn start(
     } else {
         None
     };
+    if method == "subscriptions/listen" && early.is_none() {
+        match Filter::of(&params, &state.host.capabilities()) {
+            Ok(filter) => listen(state, id, filter, tx, reply, server_info),
+            Err(e) => drop(reply.send(jsonrpc::response(&id, Err(e)))),
+        }
+        return Running { notifications, response, cancel };
+    }
     let answers = match early.map_or_else(|| brought(state, &binding).map_err(Err), Err) {
         Ok(a) => a,
         Err(outcome) => {
@@ -427,6 +598,7 @@ pub(crate) fn start(
         used: Default::default(),
         asked: AtomicU64::new(0),
         end: std::sync::Mutex::new(Some(end_tx)),
+        changes: state.changes.clone(),
     });
     let ctx = RequestContext {
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
@@ -549,9 +721,28 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_lose_what_needs_a_listen_stream() {
-        let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": false}, "logging": {}});
-        assert_eq!(modern_capabilities(caps), json!({"tools": {}, "resources": {}, "logging": {}}));
+    fn a_listen_filter_is_what_was_asked_and_is_offered() {
+        let caps = json!({"tools": {"listChanged": true}, "prompts": {"listChanged": false}, "resources": {"subscribe": true}});
+        let asked = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
+            "resourcesListChanged": true, "resourceSubscriptions": ["a://x"]}});
+        let f = Filter::of(&asked, &caps).unwrap();
+        assert_eq!(f, Filter { tools: true, prompts: false, resources: false, uris: vec!["a://x".into()] });
+        assert_eq!(f.to_json(), json!({"toolsListChanged": true, "resourceSubscriptions": ["a://x"]}));
+        let id = json!(7);
+        let n = f.pass(&Change::ToolsListChanged, &id).unwrap();
+        assert_eq!(n["params"]["_meta"][META_SUBSCRIPTION], 7);
+        assert!(f.pass(&Change::PromptsListChanged, &id).is_none(), "not offered");
+        assert!(f.pass(&Change::ResourceUpdated("a://y".into()), &id).is_none(), "not asked");
+        assert_eq!(f.pass(&Change::ResourceUpdated("a://x".into()), &id).unwrap()["params"]["uri"], "a://x");
+        assert_eq!(f.everything(), [Change::ToolsListChanged, Change::ResourceUpdated("a://x".into())]);
+        assert_eq!(Filter::of(&json!({}), &caps).unwrap(), Filter::default());
+        for bad in [
+            json!({"notifications": 1}),
+            json!({"notifications": {"toolsListChanged": "yes"}}),
+            json!({"notifications": {"resourceSubscriptions": [1]}}),
+        ] {
+            assert_eq!(Filter::of(&bad, &caps).unwrap_err().code, code::INVALID_PARAMS);
+        }
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<crate::observe::Metrics>,
     /// Seals the `requestState` of input-required results.
     pub(crate) input_key: crate::input_state::StateKey,
+    /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
+    pub(crate) changes: tokio::sync::broadcast::Sender<crate::modern::Change>,
 }
 
 impl AppState {
@@ -192,6 +194,8 @@ pub(crate) struct Conn {
     appender: Option<gapless_redis::Appender>,
     /// This session's publish counts (`observe.rs`).
     pub(crate) published: crate::observe::Published,
+    /// The server's announcements to 2026-07-28 listen streams.
+    pub(crate) changes: tokio::sync::broadcast::Sender<crate::modern::Change>,
     /// The ring's oldest seq when this state was made: what is evicted
     /// since is `oldest - start`.
     start: u64,
@@ -214,6 +218,7 @@ impl Conn {
     ) -> Self {
         let (hub, config, shutdown) = (Arc::clone(&state.hub), Arc::clone(&state.config), &state.shutdown);
         Conn {
+            changes: state.changes.clone(),
             published: Default::default(),
             start: session.reader().oldest().get(),
             start_evicted_bytes: session.reader().evicted_bytes(),

@@ -4,6 +4,7 @@
 use futures_util::future::BoxFuture;
 use gapless_server::host::{Host, LogLevel, RequestContext};
 use gapless_server::jsonrpc::RpcError;
+use gapless_server::Change;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -50,6 +51,8 @@ fn tools() -> Value {
         tool("test_input_required_result_tampered_state", "Asks for a confirmation; a retry whose requestState was altered is refused.", json!({}), &[]),
         tool("test_input_required_result_capabilities", "Asks only for the inputs the client declared it can give (elicitation, sampling).", json!({}), &[]),
         tool("test_streaming_elicitation", "Asks for user input; on MCP 2026-07-28 by an input-required result, never a request on the stream.", json!({}), &[]),
+        tool("test_trigger_tool_change", "Announces that the tool list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
+        tool("test_trigger_prompt_change", "Announces that the prompt list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
         tool("test_image_content", "Returns an image.", json!({}), &[]),
         tool("test_audio_content", "Returns audio.", json!({}), &[]),
         tool("test_embedded_resource", "Returns an embedded resource.", json!({}), &[]),
@@ -147,11 +150,11 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
 impl Host for DemoHost {
     fn capabilities(&self) -> Value {
         json!({
-            "tools": {"listChanged": false},
+            "tools": {"listChanged": true},
             "logging": {},
             "completions": {},
             "resources": {"subscribe": true, "listChanged": false},
-            "prompts": {"listChanged": false}
+            "prompts": {"listChanged": true}
         })
     }
 
@@ -383,6 +386,18 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             let _ = ctx.log(LogLevel::Info, None, json!("asking for input")).await;
             let a = ask(&ctx, &[("input", elicit("Please provide input", "value", "string"))]).await?;
             Ok(text(format!("received: {}", a["input"]["content"]["value"])))
+        }
+        "test_trigger_tool_change" | "test_trigger_prompt_change" => {
+            let (change, method) = if name == "test_trigger_tool_change" {
+                (Change::ToolsListChanged, "notifications/tools/list_changed")
+            } else {
+                (Change::PromptsListChanged, "notifications/prompts/list_changed")
+            };
+            ctx.announce(change);
+            if let Some(session) = ctx.session() {
+                let _ = session.notify(method, Value::Null).await;
+            }
+            Ok(text(format!("announced {method}")))
         }
         "test_image_content" => {
             Ok(json!({"content": [{"type": "image", "data": PNG, "mimeType": "image/png"}]}))

@@ -293,6 +293,13 @@ async fn main() -> std::io::Result<()> {
             }
         },
     };
+    if a.redis_url.is_some() && config.request_state_secret.is_none() {
+        tracing::warn!(
+            "cluster mode without --request-state-secret-file: each node seals MCP 2026-07-28 requestState \
+             with its own random key, so a retry that reaches another node is refused (-32602); give every \
+             node the same file"
+        );
+    }
     if let Some(url) = &a.redis_url {
         let store_config = gapless_redis::StoreConfig {
             ring,

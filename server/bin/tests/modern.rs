@@ -71,9 +71,9 @@ async fn discover_and_lists_need_no_session_and_create_none() {
         (&json!("complete"), &json!(0), &json!("private"))
     );
     assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "gapless-server");
-    // Nothing served needs subscriptions/listen yet, so nothing advertises it.
-    assert_eq!(res["capabilities"]["resources"], json!({}), "{res}");
-    assert!(res["capabilities"]["tools"].is_object());
+    // The application's own capabilities (listChanged is served by
+    // subscriptions/listen).
+    assert_eq!(res["capabilities"], gapless_server_bin::demo::DemoHost.capabilities(), "{res}");
 
     // A tool list, with a session id that names nothing: ignored.
     let r = s
@@ -511,4 +511,91 @@ async fn input_the_client_cannot_give_or_gave_wrong_is_an_error() {
     let params = with_meta(json!({"inputResponses": {"x": {}}}), json!({}));
     let (_, r) = body(modern(&s, 4, "tools/list", params).await).await;
     assert_eq!(r["result"]["resultType"], "complete");
+}
+
+/// Opens a `subscriptions/listen` stream (request `id`) for `notifications`.
+async fn listen(s: &TestServer, id: u64, notifications: Value) -> SseReader {
+    let r =
+        modern(s, id, "subscriptions/listen", with_meta(json!({"notifications": notifications}), json!({})))
+            .await;
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
+    SseReader::new(r)
+}
+
+#[tokio::test]
+async fn listen_streams_get_what_they_asked_for_tagged_and_end_gracefully() {
+    let s = start(ServerConfig::default()).await;
+    let mut tools = listen(&s, 41, json!({"toolsListChanged": true, "resourcesListChanged": true})).await;
+    let ack = tools.next().await.unwrap().json().unwrap();
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41);
+    // The demo offers no resources.listChanged: not acknowledged.
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}));
+    let mut prompts = listen(&s, 42, json!({"promptsListChanged": true})).await;
+    assert_eq!(
+        prompts.next().await.unwrap().json().unwrap()["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    // A tool of another request announces a change of the tool list.
+    let r = modern(
+        &s,
+        1,
+        "tools/call",
+        with_meta(json!({"name": "test_trigger_tool_change", "arguments": {}}), json!({})),
+    )
+    .await;
+    assert_eq!(body(r).await.0, 200);
+    let n = tools.next().await.unwrap().json().unwrap();
+    assert_eq!(n["method"], "notifications/tools/list_changed");
+    assert_eq!(n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41);
+    s.server.announce(gapless_server::Change::PromptsListChanged);
+    // The prompts stream got the prompts change and not the tools one.
+    let n = prompts.next().await.unwrap().json().unwrap();
+    assert_eq!(
+        (&n["method"], &n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]),
+        (&json!("notifications/prompts/list_changed"), &json!(42))
+    );
+    // Shutdown ends each with a response naming its subscription.
+    s.server.shutdown();
+    for (mut sse, id) in [(tools, 41), (prompts, 42)] {
+        let mut last = None;
+        while let Some(e) = sse.next().await {
+            last = e.json();
+        }
+        let last = last.expect("a graceful end");
+        assert_eq!(
+            (&last["id"], &last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"]),
+            (&json!(id), &json!(id)),
+            "{last}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_listen_stream_that_falls_behind_is_told_of_every_kind_it_listens_to() {
+    let s = start(ServerConfig::default()).await;
+    let mut sse = listen(&s, 5, json!({"toolsListChanged": true, "promptsListChanged": true})).await;
+    assert_eq!(
+        sse.next().await.unwrap().json().unwrap()["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    // The tools change first, then far more changes than the stream holds,
+    // none read meanwhile: the tools change falls out of the backlog, and
+    // what comes after says both lists changed, so it is not lost.
+    s.server.announce(gapless_server::Change::ToolsListChanged);
+    for _ in 0..2000 {
+        s.server.announce(gapless_server::Change::PromptsListChanged);
+    }
+    s.server.shutdown();
+    let mut seen = vec![];
+    while let Some(e) = sse.next().await {
+        let m = e.json().unwrap();
+        seen.push(m["method"].as_str().unwrap_or("(the end)").to_owned());
+    }
+    assert!(
+        seen.iter().any(|m| m == "notifications/tools/list_changed"),
+        "the tools change was lost: {seen:?}"
+    );
+    assert_eq!(seen.last().map(String::as_str), Some("(the end)"));
+    assert!(seen.len() < 2000, "{} notifications: the backlog was coalesced", seen.len());
 }

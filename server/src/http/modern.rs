@@ -139,12 +139,12 @@ pub(crate) async fn post(
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
     }
     state.metrics.modern_requests.inc();
-    respond(modern::start(&state, id, method, params, declared, caller), acc, state.shutdown.clone()).await
+    respond(modern::start(&state, id, method, params, declared, caller), acc, state.config.keepalive).await
 }
 
 /// The response: JSON when the response comes before any notification (or
 /// the client takes only JSON, when notifications are dropped), else SSE.
-async fn respond(mut run: Running, acc: Accepts, shutdown: tokio_util::sync::CancellationToken) -> Response {
+async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration) -> Response {
     // Dropped with this future (the client went away) or with the SSE body.
     let cancel = run.cancel.clone().drop_guard();
     let mut open = true;
@@ -162,11 +162,13 @@ async fn respond(mut run: Running, acc: Accepts, shutdown: tokio_util::sync::Can
             r = &mut run.response => return json_response(r),
         }
     };
+    let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
+    keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let stream = futures_util::stream::unfold(
-        (Some(first), Some(run), Some(cancel), shutdown),
-        |(pending, run, cancel, shutdown)| async move {
+        (Some(first), Some(run), Some(cancel), keepalive),
+        |(pending, run, cancel, mut keepalive)| async move {
             if let Some(b) = pending {
-                return Some((Ok::<_, std::convert::Infallible>(frame(&b)), (None, run, cancel, shutdown)));
+                return Some((Ok::<_, std::convert::Infallible>(frame(&b)), (None, run, cancel, keepalive)));
             }
             let mut run = run?;
             let next = tokio::select! {
@@ -174,25 +176,25 @@ async fn respond(mut run: Running, acc: Accepts, shutdown: tokio_util::sync::Can
                 n = run.notifications.recv() => n.map(|b| frame(&b)),
                 r = &mut run.response => {
                     // Whatever the handler sent before answering is queued
-                    // already: it goes first.
+                    // already: it goes first. No response (the server shut
+                    // down) ends the stream without one.
                     let mut out = BytesMut::new();
                     while let Ok(b) = run.notifications.try_recv() {
                         out.extend_from_slice(&frame(&b));
                     }
-                    match r {
-                        Ok(msg) => out.extend_from_slice(&frame(msg.to_string().as_bytes())),
-                        Err(_) => return None,
-                    }
-                    return Some((Ok(out.freeze()), (None, None, cancel, shutdown)));
+                    out.extend_from_slice(&frame(r.ok()?.to_string().as_bytes()));
+                    return Some((Ok(out.freeze()), (None, None, cancel, keepalive)));
                 }
-                _ = shutdown.cancelled() => None,
+                // A comment line keeps a quiet stream (a listen stream)
+                // from being closed by intermediaries for idleness.
+                _ = keepalive.tick() => Some(Bytes::from_static(b":\n\n")),
             };
             match next {
-                Some(b) => Some((Ok(b), (None, Some(run), cancel, shutdown))),
+                Some(b) => Some((Ok(b), (None, Some(run), cancel, keepalive))),
                 // The handler dropped its context; only the response is left.
                 None => {
                     let msg = run.response.await.ok()?;
-                    Some((Ok(frame(msg.to_string().as_bytes())), (None, None, cancel, shutdown)))
+                    Some((Ok(frame(msg.to_string().as_bytes())), (None, None, cancel, keepalive)))
                 }
             }
         },

@@ -50,6 +50,15 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 ts_sdk="$(node -p 'require("./node_modules/@modelcontextprotocol/sdk/package.json").version')"
 [ "$ts_sdk" = "$want_ts" ] || die "installed @modelcontextprotocol/sdk is $ts_sdk, package.json pins $want_ts"
+# The 2.x client (2026-07-28) beside it.
+want_ts2="$(node -p 'require("./package.json").dependencies["@modelcontextprotocol/client"]')"
+ts2_sdk="$(node -p 'try { require("./node_modules/@modelcontextprotocol/client/package.json").version } catch { "" }')"
+if [ "$ts2_sdk" != "$want_ts2" ]; then
+  say "npm ci (@modelcontextprotocol/client $ts2_sdk, want $want_ts2)"
+  npm ci --no-audit --no-fund
+  ts2_sdk="$(node -p 'require("./node_modules/@modelcontextprotocol/client/package.json").version')"
+fi
+[ "$ts2_sdk" = "$want_ts2" ] || die "installed @modelcontextprotocol/client is $ts2_sdk, package.json pins $want_ts2"
 
 # --- venv (the Python SDK) ---------------------------------------------------
 req_hash="$(hash_of requirements.txt)"
@@ -154,11 +163,21 @@ run "TypeScript SDK, three cuts, request stream" \
   node ts_resume.mjs --url "$url" --count "$COUNT" --interval-ms "$INTERVAL_MS" \
   --target request --cuts 0.25,0.5,0.75 --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK, one cut at 1/2, request + standalone stream" \
-  .venv/bin/python py_resume.py "${common[@]}" --timeout "$VARIANT_TIMEOUT"
+  .venv/bin/python py_resume.py "${common[@]}" --mode legacy --timeout "$VARIANT_TIMEOUT"
 run "TypeScript SDK legacy SSEClientTransport (2024-11-05): tools, a call, a cut" \
   node ts_legacy.mjs --url "$url" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK legacy sse_client (2024-11-05): tools, a call, a cut" \
   .venv/bin/python py_legacy.py --url "$url" --timeout "$VARIANT_TIMEOUT"
+# MCP 2026-07-28: the clients' default/auto modes settle on it (no session), and an
+# elicitation completes by input-required result. Only on the demo host: gapless-rmcp's
+# host serves the 2025 revisions only (a 2026 client falls back to initialize there).
+if [ ${#server_args[@]} -eq 0 ]; then
+  run "Python SDK mode='auto' (2026-07-28): tools, calls, notifications, an elicitation round trip" \
+    .venv/bin/python py_modern.py "$url"
+  run "TypeScript SDK 2.x client, versionNegotiation 'auto' (2026-07-28): tools, calls, progress, an elicitation round trip" \
+    node ts_modern.mjs "$url"
+  say "after the 2026 clients: $(curl -s "${url%/mcp}/metrics" | grep -E '^gapless_(stateless_requests|sessions_created)_total' | tr '\n' ' ')"
+fi
 
 if ! kill -0 "$server_pid" 2>/dev/null; then
   failed=$((failed + 1))
@@ -192,7 +211,7 @@ cluster=(--url "${node_urls[0]}" --also-url "${node_urls[1]}" --also-url "${node
 run "TypeScript SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, request + standalone stream" \
   node ts_resume.mjs "${cluster[@]}" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, request + standalone stream" \
-  .venv/bin/python py_resume.py "${cluster[@]}" --timeout "$VARIANT_TIMEOUT"
+  .venv/bin/python py_resume.py "${cluster[@]}" --mode legacy --timeout "$VARIANT_TIMEOUT"
 
 for i in 0 1 2; do
   if ! kill -0 "${node_pids[$i]}" 2>/dev/null; then
