@@ -451,7 +451,7 @@ impl RequestContext {
             Via::Session { conn, .. } => &conn.changes,
             Via::Exchange(x) => &x.changes,
         };
-        let _ = changes.send(change);
+        changes.announce(change);
     }
 
     /// Whether the client cancelled this request (`notifications/cancelled`,

@@ -223,7 +223,8 @@ impl McpServerBuilder {
         ));
         let input_key = input_state::StateKey::new(self.config.request_state_secret.as_deref());
         let state = Arc::new(AppState {
-            changes: tokio::sync::broadcast::channel(modern::CHANGES_CAPACITY).0,
+            changes: modern::Announcer::new(),
+            mirrors: Default::default(),
             input_key,
             hub,
             host: self.host,
@@ -342,7 +343,7 @@ impl McpServer {
     /// 2025 revisions hear of changes on their standalone stream instead
     /// ([`SessionHandle::notify`]).
     pub fn announce(&self, change: Change) {
-        let _ = self.state.changes.send(change);
+        self.state.changes.announce(change);
     }
 
     /// Ends every open stream (call on shutdown, before the server drains).

@@ -20,6 +20,7 @@ use crate::state::AppState;
 use bytes::Bytes;
 use gapless::Seq;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -66,6 +67,144 @@ pub enum Change {
     ResourcesListChanged,
     /// `notifications/resources/updated` for this URI.
     ResourceUpdated(String),
+}
+
+/// Where changes are announced: the listen streams' channel, and a count
+/// of tool-list changes (what invalidates the mirrored-parameter cache).
+#[derive(Clone, Debug)]
+pub(crate) struct Announcer {
+    pub(crate) tx: tokio::sync::broadcast::Sender<Change>,
+    tools: Arc<AtomicU64>,
+}
+
+impl Announcer {
+    pub(crate) fn new() -> Self {
+        Announcer { tx: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0, tools: Default::default() }
+    }
+
+    pub(crate) fn announce(&self, c: Change) {
+        if c == Change::ToolsListChanged {
+            self.tools.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = self.tx.send(c);
+    }
+}
+
+/// A tool parameter mirrored into a request header (`x-mcp-header`,
+/// SEP-2243): `Mcp-Param-{name}` carries the value at `path` of the
+/// call's arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Mirror {
+    /// The header's name, lower case (`mcp-param-region`).
+    pub(crate) header: String,
+    /// The property path inside `arguments`.
+    pub(crate) path: Vec<String>,
+}
+
+/// Every `x-mcp-header` annotation of a `tools/list` result's tools, by
+/// tool name: on properties reached through `properties` chains from the
+/// input schema's root. An annotation whose name is not a header token is
+/// left out (a client rejects such a tool).
+fn mirrors_of(tools: &Value) -> HashMap<String, Vec<Mirror>> {
+    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<Mirror>) {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+        for (k, def) in props {
+            path.push(k.clone());
+            if let Some(name) = def.get("x-mcp-header").and_then(Value::as_str) {
+                let token = !name.is_empty()
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if token {
+                    out.push(Mirror {
+                        header: format!("mcp-param-{}", name.to_ascii_lowercase()),
+                        path: path.clone(),
+                    });
+                }
+            }
+            walk(def, path, out);
+            path.pop();
+        }
+    }
+    let mut map = HashMap::new();
+    for t in tools.as_array().into_iter().flatten() {
+        let Some(name) = t.get("name").and_then(Value::as_str) else { continue };
+        let mut out = vec![];
+        if let Some(schema) = t.get("inputSchema") {
+            walk(schema, &mut vec![], &mut out);
+        }
+        map.insert(name.to_owned(), out);
+    }
+    map
+}
+
+/// Each tool's mirrored parameters, by tool name.
+type Mirrors = Arc<HashMap<String, Vec<Mirror>>>;
+
+/// What the mirrored-parameter cache holds: the tools as last listed, at
+/// which count of tool-list announcements, and when.
+#[derive(Debug, Default)]
+pub(crate) struct MirrorCache {
+    tools: Option<(u64, std::time::Instant, Mirrors)>,
+}
+
+/// The mirrored parameters of `tool`, from the application's own
+/// `tools/list` (every page), cached until a tool-list change is announced
+/// or a tool not in it is called (listed again at most once a second).
+pub(crate) async fn mirrors(state: &AppState, tool: &str) -> Vec<Mirror> {
+    let now = std::time::Instant::now();
+    let gen = state.changes.tools.load(Ordering::Relaxed);
+    if let Some((g, at, map)) = crate::state::lock(&state.mirrors).tools.clone() {
+        let fresh = g == gen
+            && (map.contains_key(tool) || now.duration_since(at) < std::time::Duration::from_secs(1));
+        if fresh {
+            return map.get(tool).cloned().unwrap_or_default();
+        }
+    }
+    let mut tools = vec![];
+    let mut cursor: Option<Value> = None;
+    for _ in 0..100 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let Ok(page) = state.host.handle("tools/list".into(), params, internal_context(state)).await else {
+            // Not listed: nothing to check against, nothing cached.
+            return vec![];
+        };
+        tools.extend(page.get("tools").and_then(Value::as_array).cloned().unwrap_or_default());
+        cursor = page.get("nextCursor").filter(|c| !c.is_null()).cloned();
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let map = Arc::new(mirrors_of(&Value::Array(tools)));
+    let found = map.get(tool).cloned().unwrap_or_default();
+    crate::state::lock(&state.mirrors).tools = Some((gen, now, map));
+    found
+}
+
+/// A context for the transport's own calls into the application (its tool
+/// list): a 2026-07-28 request of no client, whose notifications go nowhere.
+fn internal_context(state: &AppState) -> RequestContext {
+    let (tx, _) = mpsc::channel(1);
+    let (end, _) = oneshot::channel();
+    RequestContext {
+        progress_token: None,
+        via: Via::Exchange(Arc::new(Exchange {
+            version: MODERN_VERSIONS[0].to_owned(),
+            capabilities: json!({}),
+            log_level: None,
+            method: "tools/list".into(),
+            tx,
+            sent: AtomicU64::new(0),
+            answers: Map::new(),
+            used: Default::default(),
+            asked: AtomicU64::new(0),
+            end: std::sync::Mutex::new(Some(end)),
+            changes: state.changes.clone(),
+        })),
+        request_id: json!("gapless:mirrored-parameters"),
+        cancel: CancellationToken::new(),
+    }
 }
 
 /// How many announced changes wait for a listen stream that reads slowly;
@@ -186,7 +325,7 @@ fn listen(
     reply: oneshot::Sender<Value>,
     server_info: Value,
 ) {
-    let mut changes = state.changes.subscribe();
+    let mut changes = state.changes.tx.subscribe();
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {
         let ack = jsonrpc::notification(
@@ -393,7 +532,7 @@ pub(crate) struct Exchange {
     asked: AtomicU64,
     end: std::sync::Mutex<Option<oneshot::Sender<End>>>,
     /// The server's announcements to listen streams.
-    pub(crate) changes: tokio::sync::broadcast::Sender<Change>,
+    pub(crate) changes: Announcer,
 }
 
 /// The methods whose requests may be answered with an input-required
@@ -743,6 +882,27 @@ mod tests {
         ] {
             assert_eq!(Filter::of(&bad, &caps).unwrap_err().code, code::INVALID_PARAMS);
         }
+    }
+
+    #[test]
+    fn mirrored_parameters_are_read_from_the_tools_schemas() {
+        let tools = json!([
+            {"name": "a", "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "opts": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
+                "bad": {"type": "string", "x-mcp-header": "no spaces"},
+                "plain": {"type": "string"}}}},
+            {"name": "b", "inputSchema": {"type": "object"}}
+        ]);
+        let m = mirrors_of(&tools);
+        assert_eq!(
+            m["a"],
+            [
+                Mirror { header: "mcp-param-n".into(), path: vec!["opts".into(), "n".into()] },
+                Mirror { header: "mcp-param-region".into(), path: vec!["region".into()] },
+            ]
+        );
+        assert!(m["b"].is_empty());
     }
 
     #[test]

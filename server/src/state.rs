@@ -44,7 +44,9 @@ pub(crate) struct AppState {
     /// Seals the `requestState` of input-required results.
     pub(crate) input_key: crate::input_state::StateKey,
     /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
-    pub(crate) changes: tokio::sync::broadcast::Sender<crate::modern::Change>,
+    pub(crate) changes: crate::modern::Announcer,
+    /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
+    pub(crate) mirrors: Mutex<crate::modern::MirrorCache>,
 }
 
 impl AppState {
@@ -195,7 +197,7 @@ pub(crate) struct Conn {
     /// This session's publish counts (`observe.rs`).
     pub(crate) published: crate::observe::Published,
     /// The server's announcements to 2026-07-28 listen streams.
-    pub(crate) changes: tokio::sync::broadcast::Sender<crate::modern::Change>,
+    pub(crate) changes: crate::modern::Announcer,
     /// The ring's oldest seq when this state was made: what is evicted
     /// since is `oldest - start`.
     start: u64,

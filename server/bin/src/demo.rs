@@ -51,6 +51,12 @@ fn tools() -> Value {
         tool("test_input_required_result_tampered_state", "Asks for a confirmation; a retry whose requestState was altered is refused.", json!({}), &[]),
         tool("test_input_required_result_capabilities", "Asks only for the inputs the client declared it can give (elicitation, sampling).", json!({}), &[]),
         tool("test_streaming_elicitation", "Asks for user input; on MCP 2026-07-28 by an input-required result, never a request on the stream.", json!({}), &[]),
+        tool(
+            "test_x_mcp_header",
+            "Echoes its region, which the client mirrors into the Mcp-Param-Region header (x-mcp-header, SEP-2243).",
+            json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
+            &["region"],
+        ),
         tool("test_trigger_tool_change", "Announces that the tool list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
         tool("test_trigger_prompt_change", "Announces that the prompt list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
         tool("test_image_content", "Returns an image.", json!({}), &[]),
@@ -387,6 +393,7 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             let a = ask(&ctx, &[("input", elicit("Please provide input", "value", "string"))]).await?;
             Ok(text(format!("received: {}", a["input"]["content"]["value"])))
         }
+        "test_x_mcp_header" => Ok(text(format!("region={}", args["region"].as_str().unwrap_or_default()))),
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {
             let (change, method) = if name == "test_trigger_tool_change" {
                 (Change::ToolsListChanged, "notifications/tools/list_changed")

@@ -599,3 +599,93 @@ async fn a_listen_stream_that_falls_behind_is_told_of_every_kind_it_listens_to()
     assert_eq!(seen.last().map(String::as_str), Some("(the end)"));
     assert!(seen.len() < 2000, "{} notifications: the backlog was coalesced", seen.len());
 }
+
+#[tokio::test]
+async fn mirrored_parameters_are_checked_against_their_headers() {
+    let s = start(ServerConfig::default()).await;
+    let call = |region: Value, param: Option<&'static str>| {
+        let s = &s;
+        async move {
+            let mut hs = headers("tools/call", Some("test_x_mcp_header"));
+            if let Some(p) = param {
+                hs.push(("mcp-param-region", p));
+            }
+            let params =
+                with_meta(json!({"name": "test_x_mcp_header", "arguments": {"region": region}}), json!({}));
+            body(
+                s.post_with(
+                    None,
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+                    &hs,
+                )
+                .await,
+            )
+            .await
+        }
+    };
+    let (status, r) = call(json!("eu-1"), Some("eu-1")).await;
+    assert_eq!((status, &r["result"]["content"][0]["text"]), (200, &json!("region=eu-1")), "{r}");
+    // "Hello" in the Base64 sentinel; the same unpadded is refused.
+    assert_eq!(call(json!("Hello"), Some("=?base64?SGVsbG8=?=")).await.0, 200);
+    for (region, param) in
+        [(json!("eu-1"), None), (json!("eu-1"), Some("us-2")), (json!("Hello"), Some("=?base64?SGVsbG8?="))]
+    {
+        let (status, r) = call(region, param).await;
+        assert_eq!((status, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+    }
+}
+
+/// A host whose one tool mirrors its `key` argument into a header only
+/// once `annotated` is set.
+#[derive(Clone, Default)]
+struct Switch {
+    annotated: Arc<AtomicBool>,
+}
+
+impl Host for Switch {
+    fn capabilities(&self) -> Value {
+        json!({"tools": {"listChanged": true}})
+    }
+
+    fn handle(
+        &self,
+        method: String,
+        _params: Value,
+        _ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let annotated = self.annotated.load(Ordering::SeqCst);
+        Box::pin(async move {
+            match method.as_str() {
+                "tools/list" => {
+                    let mut key = json!({"type": "string"});
+                    if annotated {
+                        key["x-mcp-header"] = json!("Key");
+                    }
+                    Ok(
+                        json!({"tools": [{"name": "t", "inputSchema": {"type": "object", "properties": {"key": key}}}]}),
+                    )
+                }
+                _ => Ok(json!({"content": []})),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_mirrored_parameters_are_listed_again_when_the_tools_change() {
+    let host = Switch::default();
+    let server = McpServer::builder(host.clone()).config(ServerConfig::default()).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let call =
+        || modern(&s, 1, "tools/call", with_meta(json!({"name": "t", "arguments": {"key": "k"}}), json!({})));
+    assert_eq!(body(call().await).await.0, 200, "not annotated: no header needed");
+    host.annotated.store(true, Ordering::SeqCst);
+    assert_eq!(
+        body(call().await).await.0,
+        200,
+        "the tool list as listed before, until a change is announced"
+    );
+    s.server.announce(gapless_server::Change::ToolsListChanged);
+    let (status, r) = body(call().await).await;
+    assert_eq!((status, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+}

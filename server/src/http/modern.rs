@@ -24,6 +24,8 @@ pub(crate) struct Mirrored {
     version: Option<HeaderValue>,
     method: Option<HeaderValue>,
     name: Option<HeaderValue>,
+    /// Every `Mcp-Param-*` header, its name in lower case.
+    params: Vec<(String, HeaderValue)>,
 }
 
 impl Mirrored {
@@ -32,6 +34,11 @@ impl Mirrored {
             version: h.get("mcp-protocol-version").cloned(),
             method: h.get("mcp-method").cloned(),
             name: h.get("mcp-name").cloned(),
+            params: h
+                .iter()
+                .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
+                .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                .collect(),
         }
     }
 
@@ -112,6 +119,40 @@ fn check_headers(h: &Mirrored, method: &str, params: &Value, version: &str) -> R
     }
 }
 
+/// The tool's mirrored parameters (`x-mcp-header`) against the call's
+/// arguments: a value present (not null) needs its `Mcp-Param-*` header,
+/// equal to it once decoded (numbers compared as numbers, booleans as
+/// `true`/`false`); a header whose value is absent is not expected.
+fn check_params(h: &Mirrored, mirrors: &[modern::Mirror], args: &Value) -> Result<(), RpcError> {
+    for m in mirrors {
+        let value = m.path.iter().try_fold(args, |v, k| v.get(k));
+        let Some(value) = value.filter(|v| !v.is_null()) else { continue };
+        let Some((_, hv)) = h.params.iter().find(|(k, _)| *k == m.header) else {
+            return Err(mismatch(format!(
+                "{} is required: arguments.{} is present",
+                m.header,
+                m.path.join(".")
+            )));
+        };
+        let text = header_text(&m.header, hv, true)?;
+        let same = match value {
+            Value::String(s) => *s == text,
+            Value::Number(n) => text.parse::<f64>().ok().zip(n.as_f64()).is_some_and(|(a, b)| a == b),
+            Value::Bool(b) => text == if *b { "true" } else { "false" },
+            // Not a primitive: no header value can mirror it.
+            _ => false,
+        };
+        if !same {
+            return Err(mismatch(format!(
+                "{} header value {text:?} does not match arguments.{} {value}",
+                m.header,
+                m.path.join(".")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Serves a message the endpoint found to be of 2026-07-28.
 pub(crate) async fn post(
     state: Arc<AppState>,
@@ -137,6 +178,15 @@ pub(crate) async fn post(
     }
     if !MODERN_VERSIONS.contains(&declared.version.as_str()) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
+    }
+    if method == "tools/call" {
+        if let Some(tool) = params.get("name").and_then(Value::as_str) {
+            let mirrors = modern::mirrors(&state, tool).await;
+            let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+            if let Err(e) = check_params(&headers, &mirrors, &args) {
+                return rpc_error(StatusCode::BAD_REQUEST, &id, e);
+            }
+        }
     }
     state.metrics.modern_requests.inc();
     respond(modern::start(&state, id, method, params, declared, caller), acc, state.config.keepalive).await
@@ -241,6 +291,7 @@ mod tests {
             version: Some(HeaderValue::from_str(version).unwrap()),
             method: Some(HeaderValue::from_str(method).unwrap()),
             name: name.map(|n| HeaderValue::from_str(n).unwrap()),
+            params: vec![],
         }
     }
 
@@ -279,6 +330,53 @@ mod tests {
             "2026-07-28"
         )
         .is_ok());
+    }
+
+    #[test]
+    fn mirrored_parameters_must_match_the_arguments() {
+        let mirrors = [
+            modern::Mirror { header: "mcp-param-region".into(), path: vec!["region".into()] },
+            modern::Mirror { header: "mcp-param-n".into(), path: vec!["opts".into(), "n".into()] },
+            modern::Mirror { header: "mcp-param-on".into(), path: vec!["on".into()] },
+        ];
+        let with = |hs: &[(&str, &str)]| Mirrored {
+            params: hs.iter().map(|(k, v)| ((*k).to_owned(), HeaderValue::from_str(v).unwrap())).collect(),
+            ..mirrored("2026-07-28", "tools/call", None)
+        };
+        let args = json!({"region": "us-west1", "opts": {"n": 42}, "on": true});
+        let all = [("mcp-param-region", "us-west1"), ("mcp-param-n", "42.0"), ("mcp-param-on", "true")];
+        assert!(check_params(&with(&all), &mirrors, &args).is_ok());
+        // Base64 of "us-west1"; absent and null values need no header.
+        assert!(check_params(
+            &with(&[("mcp-param-region", "=?base64?dXMtd2VzdDE=?=")]),
+            &mirrors,
+            &json!({"region": "us-west1", "on": null})
+        )
+        .is_ok());
+        assert!(check_params(&with(&[("mcp-param-n", "1")]), &mirrors, &json!({})).is_ok());
+        for (hs, why) in [
+            (vec![("mcp-param-n", "42"), ("mcp-param-on", "true")], "missing"),
+            (vec![("mcp-param-region", "eu"), ("mcp-param-n", "42"), ("mcp-param-on", "true")], "differs"),
+            (
+                vec![("mcp-param-region", "us-west1"), ("mcp-param-n", "41"), ("mcp-param-on", "true")],
+                "number",
+            ),
+            (vec![("mcp-param-region", "us-west1"), ("mcp-param-n", "42"), ("mcp-param-on", "TRUE")], "bool"),
+            (
+                vec![
+                    ("mcp-param-region", "=?base64?dXMtd2VzdDE?="),
+                    ("mcp-param-n", "42"),
+                    ("mcp-param-on", "true"),
+                ],
+                "unpadded",
+            ),
+        ] {
+            assert_eq!(
+                check_params(&with(&hs), &mirrors, &args).unwrap_err().code,
+                code::HEADER_MISMATCH,
+                "{why}"
+            );
+        }
     }
 
     #[test]
