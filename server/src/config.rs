@@ -64,6 +64,13 @@ pub struct ServerConfig {
     /// Most bytes a socket's writer may hold unsent (default 1 MiB): a
     /// client that does not read cannot grow the server's memory past it.
     pub max_socket_write_buffer: usize,
+    /// Most MCP 2026-07-28 requests (each without a session) in flight at
+    /// once, `subscriptions/listen` streams included (default 4096); one
+    /// more is answered 429 with the JSON-RPC error -32009.
+    pub max_stateless_inflight: usize,
+    /// Most of those one client may have in flight (its identity, else its
+    /// peer address; default 256).
+    pub max_stateless_inflight_per_client: usize,
     /// The secret that seals MCP 2026-07-28's `requestState` (an
     /// input-required result's earlier answers, `docs/SPEC.md` §5.4); `None`
     /// (the default): random per process, so a retry that reaches another
@@ -95,6 +102,8 @@ impl Default for ServerConfig {
             max_inflight_requests: 64,
             max_socket_pings_per_sec: 50,
             max_socket_write_buffer: 1 << 20,
+            max_stateless_inflight: 4096,
+            max_stateless_inflight_per_client: 256,
             request_state_secret: None,
             request_state_ttl: Duration::from_secs(600),
         }

@@ -125,6 +125,8 @@ pub enum BuildError {
     },
     /// The cluster store could not be used.
     Store(String),
+    /// `ServerConfig::request_state_secret` has fewer than 16 bytes.
+    Secret,
 }
 
 impl fmt::Display for BuildError {
@@ -133,6 +135,7 @@ impl fmt::Display for BuildError {
             BuildError::Ring(e) => write!(f, "invalid ring configuration: {e}"),
             BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
             BuildError::Store(e) => write!(f, "session store: {e}"),
+            BuildError::Secret => f.write_str("request_state_secret must have at least 16 bytes"),
         }
     }
 }
@@ -141,7 +144,7 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Ring(e) => Some(e),
-            BuildError::Path { .. } | BuildError::Store(_) => None,
+            BuildError::Path { .. } | BuildError::Store(_) | BuildError::Secret => None,
         }
     }
 }
@@ -221,10 +224,18 @@ impl McpServerBuilder {
             c.initialize_burst,
             c.max_sessions_per_client,
         ));
+        if self.config.request_state_secret.as_ref().is_some_and(|s| s.len() < 16) {
+            return Err(BuildError::Secret);
+        }
         let input_key = input_state::StateKey::new(self.config.request_state_secret.as_deref());
+        let stateless = modern::Inflight::new(
+            self.config.max_stateless_inflight,
+            self.config.max_stateless_inflight_per_client,
+        );
         let state = Arc::new(AppState {
             changes: modern::Announcer::new(),
             mirrors: Default::default(),
+            stateless,
             input_key,
             hub,
             host: self.host,

@@ -69,6 +69,75 @@ pub enum Change {
     ResourceUpdated(String),
 }
 
+/// The bound on 2026-07-28 requests in flight: in all, and per client.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    total: Arc<tokio::sync::Semaphore>,
+    per_client: std::sync::Mutex<HashMap<String, usize>>,
+    max: usize,
+    max_per_client: usize,
+}
+
+/// One admitted request's place; given back when dropped (when the request
+/// and its response stream have ended).
+#[derive(Debug)]
+pub(crate) struct Permit {
+    _total: tokio::sync::OwnedSemaphorePermit,
+    client: Option<(Arc<Inflight>, String)>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if let Some((inflight, key)) = &self.client {
+            let mut per = crate::state::lock(&inflight.per_client);
+            if let Some(n) = per.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    per.remove(key);
+                }
+            }
+        }
+    }
+}
+
+impl Inflight {
+    pub(crate) fn new(max: usize, max_per_client: usize) -> Arc<Self> {
+        Arc::new(Inflight {
+            total: Arc::new(tokio::sync::Semaphore::new(max)),
+            per_client: Default::default(),
+            max,
+            max_per_client,
+        })
+    }
+
+    /// A place for a request of `client`, or the error that refuses it.
+    pub(crate) fn admit(self: &Arc<Self>, client: Option<String>) -> Result<Permit, RpcError> {
+        let full = || {
+            RpcError::new(
+                code::TOO_MANY_IN_FLIGHT,
+                format!(
+                    "too many MCP 2026-07-28 requests in flight (at most {} in all, {} per client); retry when one has finished",
+                    self.max, self.max_per_client
+                ),
+            )
+        };
+        let total = Arc::clone(&self.total).try_acquire_owned().map_err(|_| full())?;
+        let client = match client {
+            None => None,
+            Some(key) => {
+                let mut per = crate::state::lock(&self.per_client);
+                let n = per.entry(key.clone()).or_insert(0);
+                if *n >= self.max_per_client {
+                    return Err(full());
+                }
+                *n += 1;
+                Some((Arc::clone(self), key))
+            }
+        };
+        Ok(Permit { _total: total, client })
+    }
+}
+
 /// Where changes are announced: the listen streams' channel, and a count
 /// of tool-list changes (what invalidates the mirrored-parameter cache).
 #[derive(Clone, Debug)]
@@ -324,10 +393,12 @@ fn listen(
     tx: mpsc::Sender<Bytes>,
     reply: oneshot::Sender<Value>,
     server_info: Value,
+    permit: Permit,
 ) {
     let mut changes = state.changes.tx.subscribe();
     let shutdown = state.shutdown.clone();
     tokio::spawn(async move {
+        let _permit = permit;
         let ack = jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             json!({"_meta": {META_SUBSCRIPTION: id}, "notifications": filter.to_json()}),
@@ -695,6 +766,7 @@ pub(crate) fn start(
     params: Value,
     declared: Declared,
     caller: Option<String>,
+    permit: Permit,
 ) -> Running {
     let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
     let (reply, response) = oneshot::channel();
@@ -713,7 +785,7 @@ pub(crate) fn start(
     };
     if method == "subscriptions/listen" && early.is_none() {
         match Filter::of(&params, &state.host.capabilities()) {
-            Ok(filter) => listen(state, id, filter, tx, reply, server_info),
+            Ok(filter) => listen(state, id, filter, tx, reply, server_info, permit),
             Err(e) => drop(reply.send(jsonrpc::response(&id, Err(e)))),
         }
         return Running { notifications, response, cancel };
@@ -751,6 +823,7 @@ pub(crate) fn start(
     let span = tracing::info_span!("request", id = %id, method = %method, era = "2026-07-28");
     tokio::spawn(tracing::Instrument::instrument(
         async move {
+            let _permit = permit;
             // Resolves only if the handler ends its attempt early (its
             // sender is dropped with the exchange otherwise).
             let ended = async move {

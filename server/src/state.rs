@@ -45,6 +45,8 @@ pub(crate) struct AppState {
     pub(crate) input_key: crate::input_state::StateKey,
     /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
     pub(crate) changes: crate::modern::Announcer,
+    /// The bound on 2026-07-28 requests in flight.
+    pub(crate) stateless: Arc<crate::modern::Inflight>,
     /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
     pub(crate) mirrors: Mutex<crate::modern::MirrorCache>,
 }

@@ -82,6 +82,14 @@ struct Args {
     /// Most requests in flight per session.
     #[arg(long, default_value_t = 64)]
     max_inflight_requests: usize,
+    /// Most MCP 2026-07-28 requests (no session; listen streams included)
+    /// in flight at once.
+    #[arg(long, default_value_t = 4096)]
+    max_stateless_inflight: usize,
+    /// Most of those one client (identity, else IP address) may have in
+    /// flight.
+    #[arg(long, default_value_t = 256)]
+    max_stateless_inflight_per_client: usize,
     /// A file whose bytes seal MCP 2026-07-28's `requestState` (the answers
     /// of an input-required result's earlier rounds). Without it, a random
     /// secret per process: the nodes of a cluster need the same file for a
@@ -261,6 +269,8 @@ async fn main() -> std::io::Result<()> {
     config.initialize_burst = a.initialize_burst;
     config.max_inflight_requests = a.max_inflight_requests;
     config.request_state_ttl = Duration::from_secs(a.request_state_ttl_secs);
+    config.max_stateless_inflight = a.max_stateless_inflight;
+    config.max_stateless_inflight_per_client = a.max_stateless_inflight_per_client;
     if let Some(f) = &a.request_state_secret_file {
         match std::fs::read(f) {
             Ok(s) if s.len() >= 16 => config.request_state_secret = Some(s),

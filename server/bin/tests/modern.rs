@@ -1,5 +1,5 @@
 //! MCP 2026-07-28 beside the 2025 revisions at one endpoint (`docs/SPEC.md`
-//! §5.5), over loopback with a real HTTP client: no session, per-request
+//! §5.4), over loopback with a real HTTP client: no session, per-request
 //! declarations, the revision's errors and statuses, responses as JSON or
 //! as an SSE stream without ids, cancellation by closing the response, and
 //! a bounded response stream.
@@ -478,8 +478,10 @@ async fn earlier_rounds_travel_sealed_in_the_request_state() {
     let (_, r) = call_with(&other, 6, tool, extra.clone(), all_caps()).await;
     assert!(r["error"]["message"].as_str().unwrap().contains("does not verify"), "{r}");
     // Unless both share the configured secret.
-    let secret =
-        || ServerConfig { request_state_secret: Some(b"cluster-wide".to_vec()), ..ServerConfig::default() };
+    let secret = || ServerConfig {
+        request_state_secret: Some(b"one secret for the whole cluster".to_vec()),
+        ..ServerConfig::default()
+    };
     let (a, b) = (start(secret()).await, start(secret()).await);
     let (_, r1) = call_with(&a, 1, tool, json!({}), all_caps()).await;
     let extra = json!({"inputResponses": {"step1": accept(json!({"name": "Ada"}))}, "requestState": r1["result"]["requestState"]});
@@ -688,4 +690,103 @@ async fn the_mirrored_parameters_are_listed_again_when_the_tools_change() {
     s.server.announce(gapless_server::Change::ToolsListChanged);
     let (status, r) = body(call().await).await;
     assert_eq!((status, &r["error"]["code"]), (400, &json!(-32020)), "{r}");
+}
+
+#[tokio::test]
+async fn requests_in_flight_are_bounded_per_client() {
+    let config = ServerConfig { max_stateless_inflight_per_client: 2, ..ServerConfig::default() };
+    // Served as the binary serves (the peer address is known).
+    let s = start_served(config, gapless_server::ServeConfig::default()).await;
+    let (a, b) = (listen(&s, 1, json!({"toolsListChanged": true})).await, listen(&s, 2, json!({})).await);
+    let r = modern(&s, 3, "tools/list", with_meta(json!({}), json!({}))).await;
+    assert_eq!(header(r.headers(), "retry-after").as_deref(), Some("1"));
+    let (status, b3) = body(r).await;
+    assert_eq!((status, &b3["id"], &b3["error"]["code"]), (429, &json!(3), &json!(-32009)), "{b3}");
+    // Closing a stream gives its place back.
+    drop(a);
+    let mut ok = false;
+    for _ in 0..50 {
+        if body(modern(&s, 4, "tools/list", with_meta(json!({}), json!({}))).await).await.0 == 200 {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok, "the closed stream's place was given back");
+    drop(b);
+}
+
+#[tokio::test]
+async fn accept_and_repeated_headers() {
+    let s = start(ServerConfig::default()).await;
+    // A listen stream needs SSE.
+    let params = with_meta(json!({"notifications": {}}), json!({}));
+    let r = s
+        .post_with(
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}),
+            &headers("subscriptions/listen", None),
+        )
+        .await;
+    assert_eq!(r.status(), 200, "both accepted");
+    drop(r);
+    let r = s
+        .http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", V)
+        .header("mcp-method", "subscriptions/listen")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": with_meta(json!({}), json!({}))}).to_string())
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, 406, "not_acceptable").await;
+    // An SSE-only client gets even a bare response as an event.
+    let r = s
+        .http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", V)
+        .header("mcp-method", "tools/list")
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": with_meta(json!({}), json!({}))}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
+    let e = SseReader::new(r).next().await.unwrap();
+    assert_eq!(e.json().unwrap()["id"], 2);
+    // A mirrored header given twice: a proxy might read the other one.
+    let r = s
+        .post_with(
+            None,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": with_meta(json!({}), json!({}))}),
+            &[("mcp-protocol-version", V), ("mcp-method", "tools/list"), ("mcp-method", "tools/list")],
+        )
+        .await;
+    let (status, b) = body(r).await;
+    assert_eq!((status, &b["error"]["code"]), (400, &json!(-32020)), "{b}");
+}
+
+#[tokio::test]
+async fn an_initialize_of_the_revision_creates_no_session_and_2025_limits_still_hold() {
+    let config = ServerConfig { initialize_burst: 1, initialize_per_sec: 0.001, ..ServerConfig::default() };
+    let s = start_served(config, gapless_server::ServeConfig::default()).await;
+    let init = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, "_meta": meta}})
+    };
+    // With the 2026 header, whatever _meta says: never a session, and the
+    // per-client initialize allowance is not spent.
+    for meta in [json!({}), json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25"}), meta()] {
+        let r = s.post_with(None, init(meta.clone()), &headers("initialize", None)).await;
+        assert!(header(r.headers(), "mcp-session-id").is_none(), "{meta}");
+        assert!(r.status() == 400 || r.status() == 404, "{meta}: {}", r.status());
+    }
+    assert_eq!(s.server.hub().len(), 0);
+    // A 2025 initialize is served, and the next is rate limited as before.
+    assert_eq!(s.post(None, init(json!({}))).await.status(), 200);
+    expect_error(s.post(None, init(json!({}))).await, 429, "rate_limited").await;
+    assert_eq!(s.server.hub().len(), 1);
 }

@@ -55,6 +55,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     let sid = session_header(req.headers()).map(str::to_owned);
     let slot = req.extensions().get::<NewSession>().and_then(|n| crate::state::lock(&n.0).take());
     let mirrored = super::modern::Mirrored::of(req.headers());
+    let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     // The guard left the version header to here: which error an unknown
     // version gets depends on the era the body is of.
     let version_ok = super::guard::check_version(req.headers(), false);
@@ -68,7 +69,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     if state.host.serves_sessionless() && modern::era(mirrored.version(), &msg) == Era::Modern {
         // No session: `Mcp-Session-Id` is ignored, none is created.
         drop(slot);
-        return Ok(super::modern::post(state, mirrored, msg, acc, owner).await);
+        return Ok(super::modern::post(state, mirrored, msg, acc, owner, peer).await);
     }
     version_ok?;
     if let Incoming::Request { method, .. } = &msg {

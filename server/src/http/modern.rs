@@ -7,6 +7,7 @@
 
 use super::guard::Accepts;
 use crate::config::MODERN_VERSIONS;
+use crate::error::ApiError;
 use crate::jsonrpc::{self, code, Incoming, RpcError};
 use crate::modern::{self, Running};
 use crate::state::AppState;
@@ -15,6 +16,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
+use gapless::ErrorKind;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -26,6 +28,9 @@ pub(crate) struct Mirrored {
     name: Option<HeaderValue>,
     /// Every `Mcp-Param-*` header, its name in lower case.
     params: Vec<(String, HeaderValue)>,
+    /// A mirrored header given more than once (a proxy may read another
+    /// of the values than this server does).
+    repeated: Option<String>,
 }
 
 impl Mirrored {
@@ -39,6 +44,15 @@ impl Mirrored {
                 .filter(|(k, _)| k.as_str().starts_with("mcp-param-"))
                 .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
                 .collect(),
+            repeated: h
+                .keys()
+                .find(|k| {
+                    let k = k.as_str();
+                    (k.starts_with("mcp-param-")
+                        || ["mcp-protocol-version", "mcp-method", "mcp-name"].contains(&k))
+                        && h.get_all(k).iter().nth(1).is_some()
+                })
+                .map(|k| k.as_str().to_owned()),
         }
     }
 
@@ -91,6 +105,9 @@ fn named(method: &str, params: &Value) -> Option<(&'static str, String)> {
 /// The standard request headers against the body (SEP-2243): each present,
 /// well formed and equal to what it mirrors.
 fn check_headers(h: &Mirrored, method: &str, params: &Value, version: &str) -> Result<(), RpcError> {
+    if let Some(name) = &h.repeated {
+        return Err(mismatch(format!("{name} is given more than once")));
+    }
     let version_header =
         h.version.as_ref().ok_or_else(|| mismatch("MCP-Protocol-Version is required".into()))?;
     let v = header_text("MCP-Protocol-Version", version_header, false)?;
@@ -137,7 +154,13 @@ fn check_params(h: &Mirrored, mirrors: &[modern::Mirror], args: &Value) -> Resul
         let text = header_text(&m.header, hv, true)?;
         let same = match value {
             Value::String(s) => *s == text,
-            Value::Number(n) => text.parse::<f64>().ok().zip(n.as_f64()).is_some_and(|(a, b)| a == b),
+            // Integers exactly (past 2^53 a float would equate neighbours),
+            // else numerically ("42.0" is 42).
+            Value::Number(n) => match (n.as_i64(), n.as_u64(), text.parse::<i64>(), text.parse::<u64>()) {
+                (Some(a), _, Ok(b), _) => a == b,
+                (_, Some(a), _, Ok(b)) => a == b,
+                _ => text.parse::<f64>().ok().zip(n.as_f64()).is_some_and(|(a, b)| a == b),
+            },
             Value::Bool(b) => text == if *b { "true" } else { "false" },
             // Not a primitive: no header value can mirror it.
             _ => false,
@@ -160,6 +183,7 @@ pub(crate) async fn post(
     msg: Incoming,
     acc: Accepts,
     caller: Option<String>,
+    peer: Option<std::net::IpAddr>,
 ) -> Response {
     let (id, method, params) = match msg {
         // The revision defines no client notification over HTTP; one is
@@ -188,8 +212,29 @@ pub(crate) async fn post(
             }
         }
     }
+    if method == "subscriptions/listen" && !acc.sse {
+        return ApiError::new(
+            ErrorKind::NotAcceptable,
+            "subscriptions/listen answers with a stream: Accept must allow text/event-stream",
+        )
+        .into_response();
+    }
+    let client = match (&caller, peer) {
+        (Some(id), _) => Some(format!("id:{id}")),
+        (None, Some(ip)) => Some(format!("ip:{ip}")),
+        (None, None) => None,
+    };
+    let permit = match state.stateless.admit(client) {
+        Ok(p) => p,
+        Err(e) => {
+            let mut r = rpc_error(StatusCode::TOO_MANY_REQUESTS, &id, e);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+    };
     state.metrics.modern_requests.inc();
-    respond(modern::start(&state, id, method, params, declared, caller), acc, state.config.keepalive).await
+    respond(modern::start(&state, id, method, params, declared, caller, permit), acc, state.config.keepalive)
+        .await
 }
 
 /// The response: JSON when the response comes before any notification (or
@@ -209,7 +254,12 @@ async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration)
                 // The handler dropped its context: only the response is left.
                 None => open = false,
             },
-            r = &mut run.response => return json_response(r),
+            r = &mut run.response => match r {
+                // A client that takes only SSE gets the response as the
+                // stream's one event.
+                Ok(msg) if !acc.json => return sse(Body::from(frame(msg.to_string().as_bytes()))),
+                r => return json_response(r),
+            },
         }
     };
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
@@ -249,7 +299,11 @@ async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration)
             }
         },
     );
-    let mut r = Response::new(Body::from_stream(stream));
+    sse(Body::from_stream(stream))
+}
+
+fn sse(body: Body) -> Response {
+    let mut r = Response::new(body);
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -292,6 +346,7 @@ mod tests {
             method: Some(HeaderValue::from_str(method).unwrap()),
             name: name.map(|n| HeaderValue::from_str(n).unwrap()),
             params: vec![],
+            repeated: None,
         }
     }
 
