@@ -203,15 +203,6 @@ pub(crate) async fn post(
     if !MODERN_VERSIONS.contains(&declared.version.as_str()) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
     }
-    if method == "tools/call" {
-        if let Some(tool) = params.get("name").and_then(Value::as_str) {
-            let mirrors = modern::mirrors(&state, tool).await;
-            let args = params.get("arguments").cloned().unwrap_or(Value::Null);
-            if let Err(e) = check_params(&headers, &mirrors, &args) {
-                return rpc_error(StatusCode::BAD_REQUEST, &id, e);
-            }
-        }
-    }
     if method == "subscriptions/listen" && !acc.sse {
         return ApiError::new(
             ErrorKind::NotAcceptable,
@@ -232,6 +223,17 @@ pub(crate) async fn post(
             return r;
         }
     };
+    // After admission: listing the tools for their mirrored parameters is
+    // work this request does, bounded with it.
+    if method == "tools/call" {
+        if let Some(tool) = params.get("name").and_then(Value::as_str) {
+            let mirrors = modern::mirrors(&state, tool).await;
+            let args = params.get("arguments").cloned().unwrap_or(Value::Null);
+            if let Err(e) = check_params(&headers, &mirrors, &args) {
+                return rpc_error(StatusCode::BAD_REQUEST, &id, e);
+            }
+        }
+    }
     state.metrics.modern_requests.inc();
     respond(modern::start(&state, id, method, params, declared, caller, permit), acc, state.config.keepalive)
         .await
