@@ -790,3 +790,49 @@ async fn an_initialize_of_the_revision_creates_no_session_and_2025_limits_still_
     expect_error(s.post(None, init(json!({}))).await, 429, "rate_limited").await;
     assert_eq!(s.server.hub().len(), 1);
 }
+
+/// A `requestState` is bound to the caller it was issued to, over HTTP:
+/// another caller's retry with it is refused, the same caller's is served,
+/// and one past its lifetime is refused too.
+#[tokio::test]
+async fn a_request_state_serves_only_its_caller_and_only_in_time() {
+    let config = ServerConfig { request_state_ttl: Duration::from_secs(2), ..ServerConfig::default() };
+    let server = McpServer::builder(gapless_server_bin::demo::DemoHost)
+        .config(config)
+        .identity(|p| p.headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .build()
+        .unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let tool = "test_input_required_result_multi_round";
+    let call = |who: &'static str, extra: Value| {
+        let s = &s;
+        async move {
+            let mut params = json!({"name": tool, "arguments": {}});
+            for (k, v) in extra.as_object().into_iter().flatten() {
+                params[k] = v.clone();
+            }
+            let params = with_meta(params, json!({"io.modelcontextprotocol/clientCapabilities": all_caps()}));
+            let mut hs = headers("tools/call", Some(tool));
+            hs.push(("authorization", who));
+            body(
+                s.post_with(
+                    None,
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+                    &hs,
+                )
+                .await,
+            )
+            .await
+        }
+    };
+    let (_, r1) = call("alice", json!({})).await;
+    let retry = json!({"inputResponses": {"step1": accept(json!({"name": "Ada"}))}, "requestState": r1["result"]["requestState"]});
+    let (_, other) = call("bob", retry.clone()).await;
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    assert!(other["error"]["message"].as_str().unwrap().contains("another caller"), "{other}");
+    let (_, own) = call("alice", retry.clone()).await;
+    assert!(own["result"]["inputRequests"]["step2"].is_object(), "{own}");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (_, late) = call("alice", retry).await;
+    assert!(late["error"]["message"].as_str().unwrap().contains("expired"), "{late}");
+}
