@@ -258,19 +258,14 @@ fn internal_context(state: &AppState) -> RequestContext {
     let (end, _) = oneshot::channel();
     RequestContext {
         progress_token: None,
-        via: Via::Exchange(Arc::new(Exchange {
-            version: MODERN_VERSIONS[0].to_owned(),
-            capabilities: json!({}),
-            log_level: None,
-            method: "tools/list".into(),
+        via: Via::Exchange(Exchange::new(
+            state,
+            Declared { version: MODERN_VERSIONS[0].to_owned(), capabilities: json!({}), log_level: None },
+            "tools/list",
             tx,
-            sent: AtomicU64::new(0),
-            answers: Map::new(),
-            used: Default::default(),
-            asked: AtomicU64::new(0),
-            end: std::sync::Mutex::new(Some(end)),
-            changes: state.changes.clone(),
-        })),
+            Map::new(),
+            end,
+        )),
         request_id: json!("gapless:mirrored-parameters"),
         cancel: CancellationToken::new(),
     }
@@ -611,6 +606,32 @@ pub(crate) struct Exchange {
 const TAKES_INPUT: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 
 impl Exchange {
+    /// The exchange of a request of `method` with `declared` declarations,
+    /// its notifications going to `tx`, the retry's `answers` for its asks,
+    /// and `end` told if an ask ends the attempt.
+    fn new(
+        state: &AppState,
+        declared: Declared,
+        method: &str,
+        tx: mpsc::Sender<Bytes>,
+        answers: Map<String, Value>,
+        end: oneshot::Sender<End>,
+    ) -> Arc<Self> {
+        Arc::new(Exchange {
+            version: declared.version,
+            capabilities: declared.capabilities,
+            log_level: declared.log_level,
+            method: method.to_owned(),
+            tx,
+            sent: AtomicU64::new(0),
+            answers,
+            used: Default::default(),
+            asked: AtomicU64::new(0),
+            end: std::sync::Mutex::new(Some(end)),
+            changes: state.changes.clone(),
+        })
+    }
+
     /// Queues one serialized notification for the response stream; waits
     /// while the queue is full. `Closed` once the response is gone (the
     /// client closed it: the request is cancelled).
@@ -798,19 +819,7 @@ pub(crate) fn start(
         }
     };
     let (end_tx, end_rx) = oneshot::channel();
-    let exchange = Arc::new(Exchange {
-        version: declared.version,
-        capabilities: declared.capabilities,
-        log_level: declared.log_level,
-        method: method.clone(),
-        tx,
-        sent: AtomicU64::new(0),
-        answers,
-        used: Default::default(),
-        asked: AtomicU64::new(0),
-        end: std::sync::Mutex::new(Some(end_tx)),
-        changes: state.changes.clone(),
-    });
+    let exchange = Exchange::new(state, declared, &method, tx, answers, end_tx);
     let ctx = RequestContext {
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         via: Via::Exchange(Arc::clone(&exchange)),

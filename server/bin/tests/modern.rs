@@ -716,6 +716,18 @@ async fn requests_in_flight_are_bounded_per_client() {
     drop(b);
 }
 
+/// A 2026-07-28 request of `method` (no params but `_meta`) from a client
+/// whose `Accept` is `accept`.
+async fn accepting(s: &TestServer, accept: &str, id: u64, method: &str) -> reqwest::Response {
+    let body =
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": with_meta(json!({}), json!({}))});
+    let mut r = s.http.post(&s.url).header("content-type", "application/json").header("accept", accept);
+    for (k, v) in headers(method, None) {
+        r = r.header(k, v);
+    }
+    r.body(body.to_string()).send().await.unwrap()
+}
+
 #[tokio::test]
 async fn accept_and_repeated_headers() {
     let s = start(ServerConfig::default()).await;
@@ -730,30 +742,10 @@ async fn accept_and_repeated_headers() {
         .await;
     assert_eq!(r.status(), 200, "both accepted");
     drop(r);
-    let r = s
-        .http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-protocol-version", V)
-        .header("mcp-method", "subscriptions/listen")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": with_meta(json!({}), json!({}))}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = accepting(&s, "application/json", 1, "subscriptions/listen").await;
     expect_error(r, 406, "not_acceptable").await;
     // An SSE-only client gets even a bare response as an event.
-    let r = s
-        .http
-        .post(&s.url)
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .header("mcp-protocol-version", V)
-        .header("mcp-method", "tools/list")
-        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": with_meta(json!({}), json!({}))}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = accepting(&s, "text/event-stream", 2, "tools/list").await;
     assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
     let e = SseReader::new(r).next().await.unwrap();
     assert_eq!(e.json().unwrap()["id"], 2);
