@@ -78,6 +78,24 @@ pub struct ServerConfig {
     pub request_state_secret: Option<Vec<u8>>,
     /// How long a `requestState` stays valid (default 10 min).
     pub request_state_ttl: Duration,
+    /// How long a task of the tasks extension (`docs/SPEC.md` §5.5) and its
+    /// result are kept from its creation, unless its handler says otherwise
+    /// (default 1 h); its `ttlMs`.
+    pub task_ttl: Duration,
+    /// The longest TTL a handler may give a task (default 24 h).
+    pub max_task_ttl: Duration,
+    /// The `pollIntervalMs` suggested to clients (default 500 ms).
+    pub task_poll_interval: Duration,
+    /// Most unexpired tasks kept at once (default 4096); one more is
+    /// refused to its handler ([`crate::tasks::TaskError::Full`]).
+    pub max_tasks: usize,
+    /// Most of those one client may hold (its identity, else its peer
+    /// address; default 256).
+    pub max_tasks_per_client: usize,
+    /// Largest result a task keeps (serialized; default 1 MiB): a larger
+    /// one fails the task instead. With `max_tasks`, it bounds the memory
+    /// of the in-process task store.
+    pub max_task_result_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -106,6 +124,12 @@ impl Default for ServerConfig {
             max_stateless_inflight_per_client: 256,
             request_state_secret: None,
             request_state_ttl: Duration::from_secs(600),
+            task_ttl: Duration::from_secs(3600),
+            max_task_ttl: Duration::from_secs(24 * 3600),
+            task_poll_interval: Duration::from_millis(500),
+            max_tasks: 4096,
+            max_tasks_per_client: 256,
+            max_task_result_bytes: 1 << 20,
         }
     }
 }

@@ -444,6 +444,37 @@ impl RequestContext {
         }
     }
 
+    /// Makes this request a task (the tasks extension of MCP 2026-07-28,
+    /// `docs/SPEC.md` §5.5): the task's record is stored first, then the
+    /// client gets the `CreateTaskResult` as the response, and the handler
+    /// goes on; what it returns becomes the task's result (an `Err`, its
+    /// error: status `failed`). After this, [`RequestContext::ask`] and
+    /// [`RequestContext::request`] put their input requests in the task
+    /// (`tasks/get` shows them, `tasks/update` answers them) and wait;
+    /// notifications have nowhere to go ([`SendError::Closed`]); the task's
+    /// `tasks/cancel`, expiry or the server's shutdown stop the handler
+    /// (it is dropped; [`RequestContext::cancelled`] resolves for what it
+    /// spawned). Returns the task id.
+    ///
+    /// Only a `tools/call` of MCP 2026-07-28 whose client declared the
+    /// extension on this request can become a task: else
+    /// [`crate::tasks::TaskError::NotDeclared`], and the handler serves the
+    /// call itself or refuses it with [`crate::tasks::required`] (-32021).
+    /// Input asked before this call is asked the 2026-07-28 way
+    /// (input-required results), so a tool resolves it before it becomes a
+    /// task.
+    pub async fn create_task(
+        &self,
+        options: crate::tasks::TaskOptions,
+    ) -> Result<String, crate::tasks::TaskError> {
+        match &self.via {
+            Via::Session { .. } => Err(crate::tasks::TaskError::NotDeclared(
+                "tasks are served to MCP 2026-07-28 requests only; this request is of a session".into(),
+            )),
+            Via::Exchange(x) => x.create_task(&options).await,
+        }
+    }
+
     /// Announces `change` to every open `subscriptions/listen` stream of MCP
     /// 2026-07-28 that listens to it, as [`crate::McpServer::announce`] does.
     pub fn announce(&self, change: crate::modern::Change) {

@@ -8,6 +8,10 @@
 //! params (without `_meta`, `inputResponses` and `requestState`), an expiry
 //! and the answers. The key is the server's (random per process unless
 //! configured: the nodes of a cluster need the same one).
+//!
+//! Also here: the shape an answer to an input request must have
+//! ([`check_answer`]), for input-required results and for the tasks
+//! extension's `tasks/update` alike.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
@@ -153,6 +157,30 @@ pub(crate) fn open(key: &StateKey, b: &Binding<'_>, token: &str) -> Result<Map<S
     match payload.get("a") {
         Some(Value::Object(a)) => Ok(a.clone()),
         _ => Err("it carries no answers"),
+    }
+}
+
+/// The shape of a client's result for an input request of `method`: what
+/// its handler will read.
+pub(crate) fn check_answer(method: &str, a: &Value) -> Result<(), &'static str> {
+    match method {
+        "elicitation/create" => match a.get("action").and_then(Value::as_str) {
+            Some("accept" | "decline" | "cancel") => Ok(()),
+            _ => Err("its action must be accept, decline or cancel"),
+        },
+        "sampling/createMessage" => {
+            if a.get("role").is_some_and(Value::is_string)
+                && a.get("content").is_some_and(|c| c.is_object() || c.is_array())
+            {
+                Ok(())
+            } else {
+                Err("it needs a role and a content")
+            }
+        }
+        _ => match a.get("roots") {
+            Some(Value::Array(_)) => Ok(()),
+            _ => Err("its roots must be an array"),
+        },
     }
 }
 

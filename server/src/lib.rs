@@ -77,6 +77,7 @@ mod modern;
 mod observe;
 mod serve;
 mod state;
+pub mod tasks;
 
 pub use config::{ServerConfig, LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 pub use error::ApiError;
@@ -232,7 +233,29 @@ impl McpServerBuilder {
             self.config.max_stateless_inflight,
             self.config.max_stateless_inflight_per_client,
         );
+        let c = &self.config;
+        let limits = tasks::Limits {
+            ttl: c.task_ttl,
+            max_ttl: c.max_task_ttl,
+            poll_interval: c.task_poll_interval,
+            max_tasks: c.max_tasks,
+            max_per_client: c.max_tasks_per_client,
+            max_result_bytes: c.max_task_result_bytes,
+        };
+        // Tasks live where sessions do: in Redis in cluster mode.
+        let (task_store, memory_tasks, node): (Arc<dyn tasks::store::TaskStore>, _, _) = match &cluster {
+            Some(c) => {
+                let store = tasks::redis::RedisTasks { store: c.store.clone(), me: c.node.clone() };
+                (Arc::new(store), None, Some(c.node.clone()))
+            }
+            None => {
+                let memory = Arc::new(tasks::store::MemoryTasks::new());
+                (memory.clone(), Some(memory), None)
+            }
+        };
         let state = Arc::new(AppState {
+            tasks: Arc::new(tasks::Tasks::new(task_store, limits, node)),
+            memory_tasks,
             changes: modern::Announcer::new(),
             mirrors: Default::default(),
             stateless,

@@ -86,6 +86,13 @@ pub(crate) struct Permit {
     client: Option<(Arc<Inflight>, String)>,
 }
 
+impl Permit {
+    /// The client it was admitted for (identity, else peer address).
+    pub(crate) fn client_key(&self) -> Option<String> {
+        self.client.as_ref().map(|(_, k)| k.clone())
+    }
+}
+
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some((inflight, key)) = &self.client {
@@ -265,6 +272,7 @@ fn internal_context(state: &AppState) -> RequestContext {
             tx,
             Map::new(),
             end,
+            Origin { caller: None, client: None, work: CancellationToken::new() },
         )),
         request_id: json!("gapless:mirrored-parameters"),
         cancel: CancellationToken::new(),
@@ -283,7 +291,13 @@ struct Filter {
     prompts: bool,
     resources: bool,
     uris: Vec<String>,
+    /// Tasks whose status changes to send (`notifications/tasks`), as
+    /// asked; the acknowledgment names those found for the caller.
+    task_ids: Vec<String>,
 }
+
+/// Most task ids one listen stream may watch.
+const MAX_LISTEN_TASKS: usize = 64;
 
 impl Filter {
     /// The request's `notifications`, less what `caps` (the application's)
@@ -314,7 +328,22 @@ impl Filter {
                 return Err(RpcError::invalid_params("notifications.resourceSubscriptions must be an array"))
             }
         };
+        let task_ids = match n.get("taskIds") {
+            None | Some(Value::Null) => vec![],
+            Some(Value::Array(a)) if a.len() <= MAX_LISTEN_TASKS => a
+                .iter()
+                .map(|u| u.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| RpcError::invalid_params("notifications.taskIds must be strings"))?,
+            Some(Value::Array(_)) => {
+                return Err(RpcError::invalid_params(format!(
+                    "notifications.taskIds may name at most {MAX_LISTEN_TASKS} tasks"
+                )))
+            }
+            Some(_) => return Err(RpcError::invalid_params("notifications.taskIds must be an array")),
+        };
         Ok(Filter {
+            task_ids: if crate::tasks::declares(caps) { task_ids } else { vec![] },
             tools: flag("toolsListChanged")? && offers("tools", "listChanged"),
             prompts: flag("promptsListChanged")? && offers("prompts", "listChanged"),
             resources: flag("resourcesListChanged")? && offers("resources", "listChanged"),
@@ -336,6 +365,9 @@ impl Filter {
         }
         if !self.uris.is_empty() {
             m.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        if !self.task_ids.is_empty() {
+            m.insert("taskIds".into(), json!(self.task_ids));
         }
         Value::Object(m)
     }
@@ -381,19 +413,29 @@ const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 /// then the changes announced from now on that the filter lets through,
 /// until the client closes the stream (which drops `tx`) or the server
 /// shuts down (a graceful response ends it).
+#[allow(clippy::too_many_arguments)]
 fn listen(
     state: &AppState,
     id: Value,
-    filter: Filter,
+    mut filter: Filter,
     tx: mpsc::Sender<Bytes>,
     reply: oneshot::Sender<Value>,
     server_info: Value,
     permit: Permit,
+    caller: Option<String>,
 ) {
     let mut changes = state.changes.tx.subscribe();
     let shutdown = state.shutdown.clone();
+    let tasks = Arc::clone(&state.tasks);
     tokio::spawn(async move {
         let _permit = permit;
+        // Tasks: those the caller may see, each sent as it is now, then on
+        // every change of its status (polled: a change may be another
+        // node's), until it is terminal or gone.
+        let mut watched = crate::tasks::Watched::new(tasks, caller);
+        filter.task_ids = watched.agree(&filter.task_ids).await;
+        let mut poll = tokio::time::interval(crate::tasks::LISTEN_POLL);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let ack = jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             json!({"_meta": {META_SUBSCRIPTION: id}, "notifications": filter.to_json()}),
@@ -411,6 +453,16 @@ fn listen(
                     Err(RecvError::Closed) => break,
                 },
                 _ = tx.closed() => return,
+                _ = poll.tick(), if !watched.is_empty() => {
+                    for mut t in watched.changes().await {
+                        t.insert("_meta".into(), json!({META_SUBSCRIPTION: id}));
+                        let n = jsonrpc::notification("notifications/tasks", Value::Object(t));
+                        if tx.send(Bytes::from(n.to_string())).await.is_err() {
+                            return;
+                        }
+                    }
+                    vec![]
+                }
                 _ = shutdown.cancelled() => {
                     // What was announced before the shutdown still goes out
                     // (at most the channel's capacity), then the end.
@@ -572,6 +624,9 @@ enum End {
     /// An answer the request brought is not a result of its input
     /// request's method: `-32602`.
     Invalid(String),
+    /// The handler made the request a task (its record is stored): the
+    /// response is the `CreateTaskResult`, and the handler goes on.
+    Task(Map<String, Value>),
 }
 
 /// A 2026-07-28 request's way to its response: the handler's notifications
@@ -599,6 +654,23 @@ pub(crate) struct Exchange {
     end: std::sync::Mutex<Option<oneshot::Sender<End>>>,
     /// The server's announcements to listen streams.
     pub(crate) changes: Announcer,
+    /// The caller's identity (what a task is bound to).
+    caller: Option<String>,
+    /// Whose quota a task counts against (identity, else peer address).
+    client: Option<String>,
+    /// The handler's cancellation (a task's, once it is one).
+    work: CancellationToken,
+    /// The task this request became, once it did (set once), and its
+    /// `CreateTaskResult`.
+    task: std::sync::OnceLock<(String, Map<String, Value>)>,
+    tasks: Arc<crate::tasks::Tasks>,
+}
+
+/// Who made a request and how its handler is stopped.
+pub(crate) struct Origin {
+    pub(crate) caller: Option<String>,
+    pub(crate) client: Option<String>,
+    pub(crate) work: CancellationToken,
 }
 
 /// The methods whose requests may be answered with an input-required
@@ -616,6 +688,7 @@ impl Exchange {
         tx: mpsc::Sender<Bytes>,
         answers: Map<String, Value>,
         end: oneshot::Sender<End>,
+        origin: Origin,
     ) -> Arc<Self> {
         Arc::new(Exchange {
             version: declared.version,
@@ -629,14 +702,55 @@ impl Exchange {
             asked: AtomicU64::new(0),
             end: std::sync::Mutex::new(Some(end)),
             changes: state.changes.clone(),
+            caller: origin.caller,
+            client: origin.client,
+            work: origin.work,
+            task: std::sync::OnceLock::new(),
+            tasks: Arc::clone(&state.tasks),
         })
     }
 
+    /// Makes this request a task (the tasks extension): stores its record,
+    /// then ends the HTTP exchange with the `CreateTaskResult` while the
+    /// handler goes on. Only a `tools/call` whose client declared the
+    /// extension, once.
+    pub(crate) async fn create_task(
+        &self,
+        opts: &crate::tasks::TaskOptions,
+    ) -> Result<String, crate::tasks::TaskError> {
+        use crate::tasks::TaskError;
+        if self.method != "tools/call" {
+            return Err(TaskError::NotDeclared(format!("a {} request cannot become a task", self.method)));
+        }
+        if !crate::tasks::declares(&self.capabilities) {
+            return Err(TaskError::NotDeclared(format!(
+                "the client did not declare the {} extension on this request",
+                crate::tasks::EXTENSION
+            )));
+        }
+        if self.task.get().is_some() {
+            return Err(TaskError::NotDeclared("this request is a task already".into()));
+        }
+        let (id, mut created) =
+            self.tasks.create(self.caller.clone(), self.client.clone(), opts, self.work.clone()).await?;
+        created.insert("resultType".into(), json!("task"));
+        let _ = self.task.set((id.clone(), created.clone()));
+        self.finish(End::Task(created));
+        Ok(id)
+    }
+
     /// Queues one serialized notification for the response stream; waits
-    /// while the queue is full. `Closed` once the response is gone (the
-    /// client closed it: the request is cancelled).
+    /// while the queue is full. `Closed` once the response is gone: the
+    /// client closed it, and the request is cancelled (at once, so that the
+    /// handler that sees `Closed` sees itself cancelled too); or the request
+    /// is a task, whose handle was the response.
     pub(crate) async fn send(&self, message: Bytes) -> Result<Seq, SendError> {
-        self.tx.send(message).await.map_err(|_| SendError::Closed)?;
+        self.tx.send(message).await.map_err(|_| {
+            if self.task.get().is_none() {
+                self.work.cancel();
+            }
+            SendError::Closed
+        })?;
         Ok(Seq(self.sent.fetch_add(1, Ordering::Relaxed) + 1))
     }
 
@@ -677,6 +791,17 @@ impl Exchange {
                 missing_caps.insert(cap.to_owned(), json!({}));
             }
         }
+        if let Some((task, _)) = self.task.get() {
+            // A task's input goes through its record (tasks/get shows it,
+            // tasks/update answers it); its HTTP exchange is over.
+            if !missing_caps.is_empty() {
+                let names: Vec<&String> = missing_caps.keys().collect();
+                return Err(ClientRequestError::Unsupported(format!(
+                    "the client did not declare the capabilities these inputs need: {names:?}"
+                )));
+            }
+            return self.tasks.ask(task, requests).await;
+        }
         if !missing_caps.is_empty() {
             self.finish(End::Capability(Value::Object(missing_caps)));
             return std::future::pending().await;
@@ -687,7 +812,7 @@ impl Exchange {
             match self.answers.get(key) {
                 Some(a) => {
                     let method = r.get("method").and_then(Value::as_str).unwrap_or_default();
-                    if let Err(why) = check_answer(method, a) {
+                    if let Err(why) = input_state::check_answer(method, a) {
                         self.finish(End::Invalid(format!(
                             "inputResponses[{key:?}] is not a result of {method}: {why}"
                         )));
@@ -710,30 +835,6 @@ impl Exchange {
         if let Some(tx) = crate::state::lock(&self.end).take() {
             let _ = tx.send(end);
         }
-    }
-}
-
-/// The shape of a client's result for an input request of `method`: what
-/// its handler will read.
-fn check_answer(method: &str, a: &Value) -> Result<(), &'static str> {
-    match method {
-        "elicitation/create" => match a.get("action").and_then(Value::as_str) {
-            Some("accept" | "decline" | "cancel") => Ok(()),
-            _ => Err("its action must be accept, decline or cancel"),
-        },
-        "sampling/createMessage" => {
-            if a.get("role").is_some_and(Value::is_string)
-                && a.get("content").is_some_and(|c| c.is_object() || c.is_array())
-            {
-                Ok(())
-            } else {
-                Err("it needs a role and a content")
-            }
-        }
-        _ => match a.get("roots") {
-            Some(Value::Array(_)) => Ok(()),
-            _ => Err("its roots must be an array"),
-        },
     }
 }
 
@@ -806,9 +907,23 @@ pub(crate) fn start(
     };
     if method == "subscriptions/listen" && early.is_none() {
         match Filter::of(&params, &state.host.capabilities()) {
-            Ok(filter) => listen(state, id, filter, tx, reply, server_info, permit),
+            // Task status notifications need the extension declared.
+            Ok(f) if !f.task_ids.is_empty() && !crate::tasks::declares(&declared.capabilities) => {
+                drop(reply.send(jsonrpc::response(&id, Err(crate::tasks::required()))))
+            }
+            Ok(filter) => listen(state, id, filter, tx, reply, server_info, permit, caller),
             Err(e) => drop(reply.send(jsonrpc::response(&id, Err(e)))),
         }
+        return Running { notifications, response, cancel };
+    }
+    if method.starts_with("tasks/") && early.is_none() {
+        // The tasks extension's own methods: served from the task store.
+        let tasks = Arc::clone(&state.tasks);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let outcome = tasks.serve(&method, &params, &declared.capabilities, caller.as_deref()).await;
+            let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
+        });
         return Running { notifications, response, cancel };
     }
     let answers = match early.map_or_else(|| brought(state, &binding).map_err(Err), Err) {
@@ -819,20 +934,25 @@ pub(crate) fn start(
         }
     };
     let (end_tx, end_rx) = oneshot::channel();
-    let exchange = Exchange::new(state, declared, &method, tx, answers, end_tx);
+    // The handler's own cancellation: the response's until the request
+    // becomes a task, the task's after (the response is over by then).
+    let work = CancellationToken::new();
+    let origin = Origin { caller: caller.clone(), client: permit.client_key(), work: work.clone() };
+    let exchange = Exchange::new(state, declared, &method, tx, answers, end_tx, origin);
     let ctx = RequestContext {
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         via: Via::Exchange(Arc::clone(&exchange)),
         request_id: id.clone(),
-        cancel: cancel.clone(),
+        cancel: work.clone(),
     };
     let fut = state.host.handle(method.clone(), params.clone(), ctx);
     let (stop, shutdown) = (cancel.clone(), state.shutdown.clone());
+    let tasks = Arc::clone(&state.tasks);
     let (key, ttl) = (state.input_key.clone(), state.config.request_state_ttl.as_millis() as u64);
     let span = tracing::info_span!("request", id = %id, method = %method, era = "2026-07-28");
     tokio::spawn(tracing::Instrument::instrument(
         async move {
-            let _permit = permit;
+            let permit = permit;
             // Resolves only if the handler ends its attempt early (its
             // sender is dropped with the exchange otherwise).
             let ended = async move {
@@ -841,10 +961,20 @@ pub(crate) fn start(
                     Err(_) => std::future::pending().await,
                 }
             };
+            let mut fut = fut;
             let outcome = tokio::select! {
                 biased;
-                r = fut => r,
+                r = &mut fut => r,
                 e = ended => match e {
+                    End::Task(created) => {
+                        // Stored already: the client may poll it from now.
+                        let _ = reply.send(jsonrpc::response(&id, Ok(complete(&method, Value::Object(created), server_info))));
+                        drop(permit);
+                        let Some((task, _)) = exchange.task.get().cloned() else { return };
+                        drop(exchange);
+                        tasks.run(&task, fut, shutdown).await;
+                        return;
+                    }
                     End::Input(missing) => {
                         let b = Binding { caller: caller.as_deref(), method: &method, params: &params };
                         let used = crate::state::lock(&exchange.used).clone();
@@ -859,9 +989,18 @@ pub(crate) fn start(
                 },
                 // Cancelled (the client closed the response) or shutting
                 // down: no response (MCP cancellation).
-                _ = stop.cancelled() => return,
-                _ = shutdown.cancelled() => return,
+                _ = stop.cancelled() => return work.cancel(),
+                _ = shutdown.cancelled() => return work.cancel(),
             };
+            if let Some((task, created)) = exchange.task.get().cloned() {
+                // The handler became a task and ended before its response
+                // went out: the response is still the task's handle, and
+                // the outcome the task's.
+                let _ = reply
+                    .send(jsonrpc::response(&id, Ok(complete(&method, Value::Object(created), server_info))));
+                tasks.settle(&task, outcome).await;
+                return;
+            }
             let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
         },
         span,
@@ -947,7 +1086,16 @@ mod tests {
         let asked = json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
             "resourcesListChanged": true, "resourceSubscriptions": ["a://x"]}});
         let f = Filter::of(&asked, &caps).unwrap();
-        assert_eq!(f, Filter { tools: true, prompts: false, resources: false, uris: vec!["a://x".into()] });
+        assert_eq!(
+            f,
+            Filter {
+                tools: true,
+                prompts: false,
+                resources: false,
+                uris: vec!["a://x".into()],
+                task_ids: vec![]
+            }
+        );
         assert_eq!(f.to_json(), json!({"toolsListChanged": true, "resourceSubscriptions": ["a://x"]}));
         let id = json!(7);
         let n = f.pass(&Change::ToolsListChanged, &id).unwrap();
@@ -961,6 +1109,9 @@ mod tests {
             json!({"notifications": 1}),
             json!({"notifications": {"toolsListChanged": "yes"}}),
             json!({"notifications": {"resourceSubscriptions": [1]}}),
+            json!({"notifications": {"taskIds": "a"}}),
+            json!({"notifications": {"taskIds": [1]}}),
+            json!({"notifications": {"taskIds": vec!["a"; MAX_LISTEN_TASKS + 1]}}),
         ] {
             assert_eq!(Filter::of(&bad, &caps).unwrap_err().code, code::INVALID_PARAMS);
         }

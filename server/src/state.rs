@@ -49,6 +49,10 @@ pub(crate) struct AppState {
     pub(crate) stateless: Arc<crate::modern::Inflight>,
     /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
     pub(crate) mirrors: Mutex<crate::modern::MirrorCache>,
+    /// The tasks extension's records and the work this process runs.
+    pub(crate) tasks: Arc<crate::tasks::Tasks>,
+    /// The in-process task store, when it is the one in use (swept here).
+    pub(crate) memory_tasks: Option<Arc<crate::tasks::store::MemoryTasks>>,
 }
 
 impl AppState {
@@ -119,6 +123,9 @@ impl AppState {
     pub(crate) fn sweep(&self) {
         self.metrics.sessions_expired.inc_by(self.hub.sweep_idle() as u64);
         self.hub.sweep_tickets();
+        if let Some(t) = &self.memory_tasks {
+            t.sweep(crate::tasks::now_ms());
+        }
         let dead: Vec<Arc<Conn>> = {
             let mut conns = lock(&self.conns);
             let ids: Vec<SessionId> =

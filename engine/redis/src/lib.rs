@@ -40,6 +40,7 @@ mod nodes;
 mod notify;
 mod scripts;
 mod store;
+mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -50,3 +51,4 @@ pub use store::{
     AppendError, Appended, Attach, Position, RedeemError, RedisStore, ReplayError, StoreConfig, StoreError,
     StoreFigures, StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
 };
+pub use tasks::{NewTask, TaskBounds, TaskCreated};

@@ -307,6 +307,7 @@ pub struct RedisStore {
     pub(crate) conn: Conn,
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
+    pub(crate) task_scripts: Arc<crate::tasks::TaskScripts>,
     pub(crate) replicated: Arc<crate::durable::Replicated>,
     pub(crate) stats: Arc<Stats>,
 }
@@ -408,6 +409,7 @@ impl RedisStore {
             conn,
             config: Arc::new(config),
             scripts: Arc::new(Scripts::new()),
+            task_scripts: Arc::new(crate::tasks::TaskScripts::new()),
             replicated: Arc::default(),
             stats: Arc::default(),
         };

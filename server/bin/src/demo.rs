@@ -4,6 +4,7 @@
 use futures_util::future::BoxFuture;
 use gapless_server::host::{Host, LogLevel, RequestContext};
 use gapless_server::jsonrpc::RpcError;
+use gapless_server::tasks::TaskOptions;
 use gapless_server::Change;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -57,6 +58,23 @@ fn tools() -> Value {
             json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
             &["region"],
         ),
+        tool("greet", "Greets by name at once (never a task).", json!({"name": {"type": "string"}}), &["name"]),
+        tool(
+            "slow_compute",
+            "Works for `seconds` (at most 60), then answers with its label: a task when the client declared the tasks extension and seconds >= 1, else at once.",
+            json!({"seconds": {"type": "number"}, "label": {"type": "string"}}),
+            &["seconds"],
+        ),
+        tool("failing_job", "A task only (else -32021) whose tool reports an error after about a second.", json!({}), &[]),
+        tool("protocol_error_job", "A task (when the client declared the extension) that fails with a JSON-RPC error.", json!({}), &[]),
+        tool(
+            "confirm_delete",
+            "A task (when the client declared the extension) that asks the user to confirm (key confirm) before it pretends to delete the file.",
+            json!({"filename": {"type": "string"}}),
+            &["filename"],
+        ),
+        tool("multi_input", "A task that asks for a name and a confirmation at once, then answers with both.", json!({}), &[]),
+        tool("test_tool_with_task", "Asks the user's name by an input-required result first, then becomes a task that greets them.", json!({}), &[]),
         tool("test_trigger_tool_change", "Announces that the tool list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
         tool("test_trigger_prompt_change", "Announces that the prompt list changed (to 2026-07-28 listen streams, and to this session's standalone stream).", json!({}), &[]),
         tool("test_image_content", "Returns an image.", json!({}), &[]),
@@ -160,7 +178,8 @@ impl Host for DemoHost {
             "logging": {},
             "completions": {},
             "resources": {"subscribe": true, "listChanged": false},
-            "prompts": {"listChanged": true}
+            "prompts": {"listChanged": true},
+            "extensions": {gapless_server::tasks::EXTENSION: {}}
         })
     }
 
@@ -392,6 +411,61 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             let _ = ctx.log(LogLevel::Info, None, json!("asking for input")).await;
             let a = ask(&ctx, &[("input", elicit("Please provide input", "value", "string"))]).await?;
             Ok(text(format!("received: {}", a["input"]["content"]["value"])))
+        }
+        "greet" => Ok(text(format!("Hello, {}!", args["name"].as_str().unwrap_or_default()))),
+        "slow_compute" => {
+            let seconds = args["seconds"].as_f64().unwrap_or(0.0).clamp(0.0, 60.0);
+            let label = args["label"].as_str().unwrap_or_default().to_owned();
+            if seconds >= 1.0 {
+                // A task if the client can take one; else the call waits.
+                let _ = ctx.create_task(TaskOptions::default()).await;
+            }
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            Ok(text(format!("computed {label} in {seconds} s")))
+        }
+        "failing_job" => {
+            ctx.create_task(TaskOptions::default()).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(
+                json!({"content": [{"type": "text", "text": "the job failed: nothing to process"}], "isError": true}),
+            )
+        }
+        "protocol_error_job" => {
+            let _ = ctx.create_task(TaskOptions::default()).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Err(RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, "the job broke: internal error"))
+        }
+        "confirm_delete" => {
+            let file = args["filename"].as_str().unwrap_or_default().to_owned();
+            let _ = ctx.create_task(TaskOptions::default()).await;
+            let a =
+                ask(&ctx, &[("confirm", elicit(&format!("Delete {file}?"), "confirm", "boolean"))]).await?;
+            let yes = a["confirm"]["action"] == "accept" && a["confirm"]["content"]["confirm"] == true;
+            Ok(text(if yes { format!("deleted {file}") } else { format!("kept {file}") }))
+        }
+        "multi_input" => {
+            let _ = ctx.create_task(TaskOptions::default()).await;
+            let a = ask(
+                &ctx,
+                &[
+                    ("name", elicit("What is your name?", "name", "string")),
+                    ("confirm", elicit("Go ahead?", "confirm", "boolean")),
+                ],
+            )
+            .await?;
+            Ok(text(format!(
+                "name={}, confirmed={}",
+                a["name"]["content"]["name"].as_str().unwrap_or_default(),
+                a["confirm"]["content"]["confirm"]
+            )))
+        }
+        "test_tool_with_task" => {
+            // Input first (an input-required result), then the task.
+            let a = ask(&ctx, &[("user_name", elicit("What is your name?", "name", "string"))]).await?;
+            let name = a["user_name"]["content"]["name"].as_str().unwrap_or_default().to_owned();
+            ctx.create_task(TaskOptions::default()).await?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok(text(format!("Hello, {name}! (from a task)")))
         }
         "test_x_mcp_header" => Ok(text(format!("region={}", args["region"].as_str().unwrap_or_default()))),
         "test_trigger_tool_change" | "test_trigger_prompt_change" => {

@@ -99,6 +99,17 @@ struct Args {
     /// Seconds a `requestState` stays valid.
     #[arg(long, default_value_t = 600)]
     request_state_ttl_secs: u64,
+    /// Seconds a task (the tasks extension of MCP 2026-07-28) and its
+    /// result are kept from its creation (its `ttlMs`), unless the tool
+    /// says otherwise.
+    #[arg(long, default_value_t = 3600)]
+    task_ttl_secs: u64,
+    /// Most unexpired tasks kept at once.
+    #[arg(long, default_value_t = 4096)]
+    max_tasks: usize,
+    /// Most of those one client (identity, else IP address) may hold.
+    #[arg(long, default_value_t = 256)]
+    max_tasks_per_client: usize,
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
@@ -271,6 +282,9 @@ async fn main() -> std::io::Result<()> {
     config.request_state_ttl = Duration::from_secs(a.request_state_ttl_secs);
     config.max_stateless_inflight = a.max_stateless_inflight;
     config.max_stateless_inflight_per_client = a.max_stateless_inflight_per_client;
+    config.task_ttl = Duration::from_secs(a.task_ttl_secs.max(1));
+    config.max_tasks = a.max_tasks;
+    config.max_tasks_per_client = a.max_tasks_per_client;
     if let Some(f) = &a.request_state_secret_file {
         match std::fs::read(f) {
             Ok(s) if s.len() >= 16 => config.request_state_secret = Some(s),

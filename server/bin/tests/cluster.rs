@@ -861,3 +861,111 @@ async fn a_session_on_a_redis_cluster_resumes_on_another_node() {
         .unwrap()
         .contains("60"));
 }
+
+/// A 2026-07-28 request of the tasks extension to node `url`.
+async fn task_call(url: &str, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let name =
+        params.get("name").or(params.get("taskId")).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let r = http()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT_BOTH)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
+        .send()
+        .await
+        .unwrap();
+    r.json().await.unwrap()
+}
+
+/// Polls `tasks/get` on `url` until `done` holds of the task (or `within`
+/// has passed: then the last answer).
+async fn poll_task(url: &str, id: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let r = task_call(url, "tasks/get", json!({"taskId": id})).await;
+        if done(&r["result"]) || Instant::now() >= deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Tasks across nodes on one Redis (`docs/SPEC.md` §5.5): a task created on
+/// one node is found at once on another (stored before its handle went
+/// out), fed its input there, completed by the first, and its result read
+/// on a third; a cancel on another node stops it and its status holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_created_polled_fed_and_read_on_different_nodes() {
+    let redis = RedisServer::start(&[]);
+    let (a, b, c) =
+        (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let created =
+        task_call(&a.url, "tools/call", json!({"name": "confirm_delete", "arguments": {"filename": "x"}}))
+            .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // On b, at once: the record is in the store before the handle went out.
+    let now = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(now["result"]["taskId"], json!(id), "{now}");
+    let asked = poll_task(&b.url, &id, Duration::from_secs(5), |t| t["status"] == "input_required").await;
+    assert_eq!(asked["result"]["inputRequests"]["confirm"]["method"], "elicitation/create", "{asked}");
+    let answer = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let ack = task_call(&b.url, "tasks/update", json!({"taskId": id, "inputResponses": answer})).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    // a's work takes the answer from the store, completes, and c reads it.
+    let done = poll_task(&c.url, &id, Duration::from_secs(5), |t| t["status"] == "completed").await;
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "deleted x", "{done}");
+
+    // A cancel on c of a task working on a: cancelled, and it stays so.
+    let long = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "l"}}),
+    )
+    .await;
+    let long = long["result"]["taskId"].as_str().unwrap().to_owned();
+    let ack = task_call(&c.url, "tasks/cancel", json!({"taskId": long})).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let after = task_call(&b.url, "tasks/get", json!({"taskId": long})).await;
+    assert_eq!(after["result"]["status"], "cancelled", "{after}");
+}
+
+/// `kill -9` of the node running a task: another node reports it `failed`
+/// (-32010, the node stopped) once the dead node's lease has expired, within
+/// the lease (10 s) and a poll, and before that it is still `working`, never
+/// gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_a_killed_node_is_failed_once_its_lease_expires() {
+    let redis = RedisServer::start(&[]);
+    let mut a = Node::start(&redis.url(), &[]);
+    let b = Node::start(&redis.url(), &[]);
+    let created = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "k"}}),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    let early = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(early["result"]["status"], "working", "{early}");
+    let failed = poll_task(&b.url, &id, Duration::from_secs(20), |t| t["status"] == "failed").await;
+    let took = killed.elapsed();
+    assert_eq!(failed["result"]["status"], "failed", "{failed}");
+    assert_eq!(failed["result"]["error"]["code"], -32010, "{failed}");
+    assert!(took < Duration::from_secs(12), "failed after {took:?}");
+    // And it stays failed, on any node.
+    let again = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(again["result"]["status"], "failed", "{again}");
+}

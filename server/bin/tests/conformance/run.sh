@@ -10,7 +10,12 @@
 #  2. --requirements 2026-07-28 against the host's baseline,
 #     baseline-2026-07-28-$HOST.yml, which lists every scenario expected to
 #     fail and why (the CLI fails on a failure not listed, and on a listed
-#     scenario that now passes).
+#     scenario that now passes);
+#  3. on the demo host, the tasks extension's scenarios (tasks-*), one by
+#     one: the requirement set runs them unscored (an extension's) and
+#     leaves them out of the baseline's comparison, so only a run of each
+#     scenario by name fails on them. Each must pass with no FAILURE and no
+#     WARNING check.
 #
 # HOST=rmcp-conformance runs it against the same fixtures written as an rmcp
 # handler on gapless-rmcp (server/rmcp/examples/conformance/mod.rs), with the
@@ -91,5 +96,28 @@ if ! "${suite[@]}" server --url "$url" --requirements 2026-07-28 \
   sed -n '/^Total:/,$p' "$log" | grep -v '^  ~' | tail -30; status=1
 else
   echo "conformance 2026-07-28: $(grep -E '^Total:' "$log" | tail -1), every failure in $baseline"
+fi
+
+# 3. The tasks extension (SEP-2663), each scenario by name (at the
+# 2026-07-28 wire, the extension's own). gapless-rmcp's host serves no
+# 2026-07-28 request, so these run on the demo host only.
+if [ "$host" = demo ]; then
+  tasks=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields tasks-request-state-removal
+    tasks-mrtr-input tasks-request-headers tasks-dispatch-and-envelope tasks-required-task-error
+    tasks-mrtr-composition)
+  failed=()
+  for sc in "${tasks[@]}"; do
+    log="$here/suite-$host-$sc.log"
+    if ! "${suite[@]}" server --url "$url" --scenario "$sc" -o "$out/$sc" >"$log" 2>&1 \
+      || ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed, 0 warnings' "$log"; then
+      failed+=("$sc")
+      echo "conformance $sc: FAILED"; grep -E 'FAILURE|WARNING|Error' "$log" | head -20
+    fi
+  done
+  if [ ${#failed[@]} -eq 0 ]; then
+    echo "conformance tasks extension: ${#tasks[@]}/${#tasks[@]} scenarios clean"
+  else
+    status=1
+  fi
 fi
 exit $status

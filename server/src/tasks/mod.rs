@@ -1,0 +1,672 @@
+//! The tasks extension of MCP 2026-07-28 (`io.modelcontextprotocol/tasks`,
+//! SEP-2663; `docs/SPEC.md` §5.5): a `tools/call` answered with a task
+//! handle while its work goes on, polled with `tasks/get`, fed input with
+//! `tasks/update`, stopped with `tasks/cancel`.
+//!
+//! How a task runs:
+//!
+//! ```text
+//!  tools/call ──► handler ──► ctx.create_task() ──► store.create(record)   (durable first)
+//!                    │                 └──────────► CreateTaskResult sent (the HTTP exchange ends)
+//!                    │ (goes on, in the same spawned future)
+//!                    ├── ctx.ask(..) ──► record: input_required + inputRequests
+//!                    │        ▲                     tasks/update moves answers into the record,
+//!                    │        └──── answers ◄────── wakes the work (or its poll finds them)
+//!                    └── returns ──► record: completed (result) / failed (error)
+//!  tasks/cancel ──► record: cancelled ──► the work's token cancelled, its future dropped
+//! ```
+//!
+//! The record is the one truth: a status once terminal never changes, and
+//! every change is one atomic step of the store (`TaskStore::modify`), so
+//! a cancel racing the work's end leaves exactly one of them in the record.
+
+pub(crate) mod redis;
+pub(crate) mod store;
+
+use crate::jsonrpc::{code, RpcError};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use store::{CreateError, Lookup, Record, Status, TaskStore};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The extension's identifier, in capabilities.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// How often a task waiting for input looks at its record even when no
+/// wake-up came (a `tasks/update` served by another cluster node wakes
+/// nothing here).
+const INPUT_POLL: Duration = Duration::from_millis(200);
+
+/// How often running work looks at its record: a cancel served by another
+/// cluster node, or an expiry, stops it within this.
+const WORK_POLL: Duration = Duration::from_secs(1);
+
+/// How often a listen stream looks at the tasks it watches.
+pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(250);
+
+/// The tasks a `subscriptions/listen` stream watches (`taskIds`), and what
+/// it last sent of each.
+pub(crate) struct Watched {
+    tasks: Arc<Tasks>,
+    caller: Option<String>,
+    /// Task id → (status, last update, outstanding keys) last sent.
+    seen: HashMap<String, Option<(Status, u64, Vec<String>)>>,
+}
+
+impl Watched {
+    pub(crate) fn new(tasks: Arc<Tasks>, caller: Option<String>) -> Self {
+        Watched { tasks, caller, seen: HashMap::new() }
+    }
+
+    /// Watches those of `ids` the caller may see (and that are not
+    /// terminal-and-sent yet); returns them, for the acknowledgment.
+    pub(crate) async fn agree(&mut self, ids: &[String]) -> Vec<String> {
+        let mut agreed = vec![];
+        for id in ids {
+            if agreed.contains(id) {
+                continue;
+            }
+            let found = self.tasks.store.get(id, now_ms()).await;
+            if let Ok(Lookup::Found(_)) = found.map(|l| visible(l, self.caller.as_deref())) {
+                self.seen.insert(id.clone(), None);
+                agreed.push(id.clone());
+            }
+        }
+        agreed
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
+
+    /// The `DetailedTask` of each watched task that changed since it was
+    /// last sent (each is sent once as it is at first); a terminal one is
+    /// sent once and no longer watched, an expired or vanished one is
+    /// dropped. A store that does not answer is asked at the next poll.
+    pub(crate) async fn changes(&mut self) -> Vec<Map<String, Value>> {
+        let mut out = vec![];
+        let ids: Vec<String> = self.seen.keys().cloned().collect();
+        for id in ids {
+            let l = match self.tasks.store.get(&id, now_ms()).await {
+                Ok(l) => visible(l, self.caller.as_deref()),
+                Err(_) => continue,
+            };
+            let Lookup::Found(r) = l else {
+                self.seen.remove(&id);
+                continue;
+            };
+            let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
+            if self.seen.get(&id) != Some(&mark) {
+                out.push(wire(&r, true));
+            }
+            if r.status.is_terminal() {
+                self.seen.remove(&id);
+            } else {
+                self.seen.insert(id, mark);
+            }
+        }
+        out
+    }
+}
+
+/// Whether `capabilities` (a request's declared client capabilities)
+/// include the tasks extension.
+pub fn declares(capabilities: &Value) -> bool {
+    capabilities.get("extensions").and_then(|e| e.get(EXTENSION)).is_some_and(|v| !v.is_null())
+}
+
+/// The `-32021` error of a request that can only be served as a task, from
+/// a client that did not declare the extension.
+pub fn required() -> RpcError {
+    RpcError::missing_client_capability(json!({"extensions": {EXTENSION: {}}}))
+}
+
+/// What a handler may set about the task it creates.
+#[derive(Clone, Debug, Default)]
+pub struct TaskOptions {
+    /// How long the task (and its result) is kept from its creation;
+    /// `None`: [`crate::ServerConfig::task_ttl`]. At most
+    /// [`crate::ServerConfig::max_task_ttl`].
+    pub ttl: Option<Duration>,
+    /// The polling interval suggested to the client; `None`:
+    /// [`crate::ServerConfig::task_poll_interval`].
+    pub poll_interval: Option<Duration>,
+    /// `statusMessage` while it works.
+    pub status_message: Option<String>,
+}
+
+/// Why a request could not become a task.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskError {
+    /// The client did not declare the extension on this request, or the
+    /// request cannot be a task (not a `tools/call` of MCP 2026-07-28, or a
+    /// task already): serve it another way, or refuse it with
+    /// [`required`].
+    NotDeclared(String),
+    /// The server holds its most tasks, in all or for this caller
+    /// ([`crate::ServerConfig::max_tasks`], `max_tasks_per_client`).
+    Full(String),
+    /// The task store did not answer (cluster mode: Redis).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for TaskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskError::NotDeclared(m) | TaskError::Full(m) | TaskError::Unavailable(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
+
+impl From<TaskError> for RpcError {
+    /// `NotDeclared` is `-32021` naming the extension; `Full` -32009; the
+    /// store's failure -32603.
+    fn from(e: TaskError) -> RpcError {
+        match e {
+            TaskError::NotDeclared(_) => required(),
+            TaskError::Full(m) => RpcError::new(code::TOO_MANY_IN_FLIGHT, m),
+            TaskError::Unavailable(m) => RpcError::new(code::INTERNAL_ERROR, m),
+        }
+    }
+}
+
+/// Unix time now, in milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `ms` (Unix) as ISO 8601 in UTC with milliseconds:
+/// `2026-12-02T15:42:41.123Z`.
+pub(crate) fn iso8601(ms: u64) -> String {
+    let (secs, milli) = (ms / 1000, ms % 1000);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Days to a civil date (proleptic Gregorian; H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// A task's fields as the wire has them (`Task`), with the status's own
+/// payload (`inputRequests`, `result`, `error`) when `detailed`
+/// (`tasks/get`, a `DetailedTask`). A key without a value is left out,
+/// `ttlMs` but: it is `null` for a task kept without a TTL.
+pub(crate) fn wire(r: &Record, detailed: bool) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("taskId".into(), json!(r.id));
+    m.insert("status".into(), json!(r.status.as_str()));
+    if let Some(s) = &r.status_message {
+        m.insert("statusMessage".into(), json!(s));
+    }
+    m.insert("createdAt".into(), json!(iso8601(r.created_at_ms)));
+    m.insert("lastUpdatedAt".into(), json!(iso8601(r.updated_at_ms)));
+    m.insert("ttlMs".into(), r.ttl_ms.map_or(Value::Null, |t| json!(t)));
+    if let Some(p) = r.poll_interval_ms {
+        m.insert("pollIntervalMs".into(), json!(p));
+    }
+    if detailed {
+        match r.status {
+            Status::InputRequired => {
+                drop(m.insert("inputRequests".into(), Value::Object(r.input_requests.clone())))
+            }
+            Status::Completed => drop(m.insert("result".into(), r.result.clone().unwrap_or(json!({})))),
+            Status::Failed => drop(m.insert(
+                "error".into(),
+                r.error.clone().unwrap_or(json!({"code": code::INTERNAL_ERROR, "message": "failed"})),
+            )),
+            Status::Working | Status::Cancelled => {}
+        }
+    }
+    m
+}
+
+/// The limits a task is created under, from the server's configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    pub(crate) ttl: Duration,
+    pub(crate) max_ttl: Duration,
+    pub(crate) poll_interval: Duration,
+    pub(crate) max_tasks: usize,
+    pub(crate) max_per_client: usize,
+    pub(crate) max_result_bytes: usize,
+}
+
+/// This process's tasks: the store, and the work it runs (a cancel and a
+/// wake-up per running task).
+#[derive(Debug)]
+pub(crate) struct Tasks {
+    pub(crate) store: Arc<dyn TaskStore>,
+    limits: Limits,
+    /// This node's name in cluster mode (recorded on the tasks it runs).
+    node: Option<String>,
+    running: Mutex<HashMap<String, Work>>,
+}
+
+/// A task running here: how to stop it, and how to wake it when input
+/// arrives.
+#[derive(Clone, Debug)]
+struct Work {
+    cancel: CancellationToken,
+    input: Arc<Notify>,
+}
+
+/// A record's lookup for a caller: someone else's task is unknown to it.
+fn visible(l: Lookup, caller: Option<&str>) -> Lookup {
+    match l {
+        Lookup::Found(r) if r.owner.is_some() && r.owner.as_deref() != caller => Lookup::Unknown,
+        l => l,
+    }
+}
+
+fn not_found(id: &str, l: &Lookup) -> RpcError {
+    match l {
+        Lookup::Expired => RpcError {
+            code: code::INVALID_PARAMS,
+            message: format!("task {id:?} expired: its TTL ran out and its state is gone"),
+            data: Some(json!({"taskId": id, "reason": "expired"})),
+        },
+        _ => RpcError {
+            code: code::INVALID_PARAMS,
+            message: format!("unknown task {id:?}"),
+            data: Some(json!({"taskId": id, "reason": "unknown"})),
+        },
+    }
+}
+
+fn unavailable(e: store::StoreError) -> RpcError {
+    RpcError::new(code::INTERNAL_ERROR, format!("the task store is unavailable: {}", e.0))
+}
+
+impl Tasks {
+    pub(crate) fn new(store: Arc<dyn TaskStore>, limits: Limits, node: Option<String>) -> Self {
+        Tasks { store, limits, node, running: Default::default() }
+    }
+
+    /// Creates the record of a new task of `owner`, durably, and registers
+    /// its work (`cancel`) here. Returns the `CreateTaskResult`'s fields.
+    pub(crate) async fn create(
+        &self,
+        owner: Option<String>,
+        client: Option<String>,
+        opts: &TaskOptions,
+        cancel: CancellationToken,
+    ) -> Result<(String, Map<String, Value>), TaskError> {
+        let mut bits = [0u8; 16];
+        getrandom::getrandom(&mut bits).expect("the OS CSPRNG is available");
+        let id: String = bits.iter().map(|b| format!("{b:02x}")).collect();
+        let now = now_ms();
+        let ttl = opts.ttl.unwrap_or(self.limits.ttl).min(self.limits.max_ttl);
+        let record = Record {
+            id: id.clone(),
+            owner,
+            status: Status::Working,
+            status_message: opts.status_message.clone(),
+            created_at_ms: now,
+            updated_at_ms: now,
+            ttl_ms: Some((ttl.as_millis() as u64).max(1)),
+            poll_interval_ms: Some(
+                (opts.poll_interval.unwrap_or(self.limits.poll_interval).as_millis() as u64).max(1),
+            ),
+            input_requests: Map::new(),
+            answers: Map::new(),
+            keys_used: vec![],
+            result: None,
+            error: None,
+            node: self.node.clone(),
+            client,
+        };
+        let created = wire(&record, false);
+        // Registered first: a cancel that comes the moment the client has
+        // the id finds the work.
+        let work = Work { cancel, input: Arc::new(Notify::new()) };
+        crate::state::lock(&self.running).insert(id.clone(), work);
+        match self.store.create(record, self.limits.max_tasks, self.limits.max_per_client, now).await {
+            Ok(()) => Ok((id, created)),
+            Err(e) => {
+                crate::state::lock(&self.running).remove(&id);
+                Err(match e {
+                    CreateError::Full { max, per_owner: true } => TaskError::Full(format!(
+                        "this client holds {max} tasks, the most it may; retry when one has expired"
+                    )),
+                    CreateError::Full { max, per_owner: false } => {
+                        TaskError::Full(format!("the server holds {max} tasks, the most it may; retry later"))
+                    }
+                    CreateError::Store(e) => {
+                        TaskError::Unavailable(format!("the task store is unavailable: {}", e.0))
+                    }
+                })
+            }
+        }
+    }
+
+    /// Runs the work of task `id` to its end: its outcome recorded unless
+    /// the task was cancelled, it expired, or the server shut down (then it
+    /// is recorded failed, saying so).
+    pub(crate) async fn run<F>(&self, id: &str, work: F, shutdown: CancellationToken)
+    where
+        F: std::future::Future<Output = Result<Value, RpcError>>,
+    {
+        let cancel = match crate::state::lock(&self.running).get(id) {
+            Some(w) => w.cancel.clone(),
+            None => return,
+        };
+        // Ends when the record says the work is moot: it is terminal
+        // (cancelled, here or on another node), expired, or gone. A store
+        // that does not answer is asked again at the next poll.
+        let moot = async {
+            loop {
+                match self.store.get(id, now_ms()).await {
+                    Ok(Lookup::Found(r)) if !r.status.is_terminal() => {
+                        let left = r.expires_at_ms().map_or(WORK_POLL, |e| {
+                            Duration::from_millis(e.saturating_sub(now_ms())).min(WORK_POLL)
+                        });
+                        tokio::time::sleep(left).await;
+                    }
+                    Ok(_) => return,
+                    Err(_) => tokio::time::sleep(WORK_POLL).await,
+                }
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            r = work => Some(r),
+            _ = cancel.cancelled() => None,
+            _ = moot => None,
+            _ = shutdown.cancelled() => Some(Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                "the server shut down before the task completed",
+            ))),
+        };
+        crate::state::lock(&self.running).remove(id);
+        cancel.cancel();
+        if let Some(outcome) = outcome {
+            let _ = self.finish(id, outcome).await;
+        }
+    }
+
+    /// Records the outcome of work that ended on its own (before [`Tasks::run`]
+    /// took it over).
+    pub(crate) async fn settle(&self, id: &str, outcome: Result<Value, RpcError>) {
+        if let Some(w) = crate::state::lock(&self.running).remove(id) {
+            w.cancel.cancel();
+        }
+        let _ = self.finish(id, outcome).await;
+    }
+
+    /// Records the work's outcome, unless the task reached a terminal
+    /// status already (cancelled). A result larger than
+    /// `max_task_result_bytes` fails the task instead.
+    async fn finish(&self, id: &str, outcome: Result<Value, RpcError>) -> Result<Lookup, store::StoreError> {
+        let max = self.limits.max_result_bytes;
+        let outcome = match outcome {
+            Ok(v) if v.to_string().len() > max => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("the task's result is larger than the {max} bytes a task may keep"),
+            )),
+            o => o,
+        };
+        let now = now_ms();
+        let mut change = |r: &mut Record| {
+            if r.status.is_terminal() {
+                return false;
+            }
+            r.input_requests.clear();
+            r.answers.clear();
+            match &outcome {
+                Ok(v) => {
+                    r.status = Status::Completed;
+                    r.result = Some(v.clone());
+                }
+                Err(e) => {
+                    r.status = Status::Failed;
+                    r.error = Some(e.to_json());
+                }
+            }
+            r.status_message = None;
+            r.updated_at_ms = now;
+            true
+        };
+        self.store.modify(id, now, &mut change).await
+    }
+
+    /// Asks the client for `requests` (`{key: {method, params}}`) from task
+    /// `id`'s work, and waits for `tasks/update` to answer every one.
+    /// A key the task used before is renamed on the wire (`key#2`, ...), so
+    /// that a key is never reissued; the answers come back under the
+    /// handler's own keys.
+    pub(crate) async fn ask(
+        &self,
+        id: &str,
+        requests: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, crate::host::ClientRequestError> {
+        use crate::host::ClientRequestError;
+        let work = crate::state::lock(&self.running).get(id).cloned().ok_or(ClientRequestError::Cancelled)?;
+        // Wire key → the handler's key.
+        let mut names: Vec<(String, String)> = vec![];
+        let mut change = |r: &mut Record| {
+            names.clear();
+            if r.status.is_terminal() {
+                return false;
+            }
+            for (key, req) in requests {
+                let mut wire_key = key.clone();
+                let mut n = 1;
+                while r.keys_used.contains(&wire_key) {
+                    n += 1;
+                    wire_key = format!("{key}#{n}");
+                }
+                r.keys_used.push(wire_key.clone());
+                r.input_requests.insert(wire_key.clone(), req.clone());
+                names.push((wire_key, key.clone()));
+            }
+            r.status = Status::InputRequired;
+            r.updated_at_ms = now_ms();
+            true
+        };
+        let l =
+            self.store.modify(id, now_ms(), &mut change).await.map_err(|_| ClientRequestError::Cancelled)?;
+        match l {
+            Lookup::Found(r) if !r.status.is_terminal() => {}
+            _ => return Err(ClientRequestError::Cancelled),
+        }
+        let mut got = Map::new();
+        loop {
+            let mut taken = Map::new();
+            let mut take = |r: &mut Record| {
+                taken.clear();
+                for (wire_key, _) in &names {
+                    if let Some(a) = r.answers.remove(wire_key) {
+                        taken.insert(wire_key.clone(), a);
+                    }
+                }
+                !taken.is_empty()
+            };
+            let l = self.store.modify(id, now_ms(), &mut take).await;
+            for (wire_key, key) in &names {
+                if let Some(a) = taken.remove(wire_key) {
+                    got.insert(key.clone(), a);
+                }
+            }
+            if got.len() == names.len() {
+                return Ok(got);
+            }
+            match l {
+                Ok(Lookup::Found(r)) if !r.status.is_terminal() => {}
+                Ok(_) => return Err(ClientRequestError::Cancelled),
+                // The store did not answer: look again at the next poll.
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = work.input.notified() => {}
+                _ = tokio::time::sleep(INPUT_POLL) => {}
+                _ = work.cancel.cancelled() => return Err(ClientRequestError::Cancelled),
+            }
+        }
+    }
+
+    /// Serves `tasks/get`, `tasks/update`, `tasks/cancel` of a 2026-07-28
+    /// request that declared `capabilities`, from `caller`; any other
+    /// `tasks/` method is not served (-32601).
+    pub(crate) async fn serve(
+        &self,
+        method: &str,
+        params: &Value,
+        capabilities: &Value,
+        caller: Option<&str>,
+    ) -> Result<Value, RpcError> {
+        if !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
+            return Err(RpcError::method_not_found(method));
+        }
+        if !declares(capabilities) {
+            return Err(required());
+        }
+        let id = match params.get("taskId") {
+            Some(Value::String(s)) => s.as_str(),
+            _ => return Err(RpcError::invalid_params("params.taskId must be a string")),
+        };
+        let now = now_ms();
+        match method {
+            "tasks/get" => match visible(self.store.get(id, now).await.map_err(unavailable)?, caller) {
+                Lookup::Found(r) => Ok(Value::Object(wire(&r, true))),
+                l => Err(not_found(id, &l)),
+            },
+            "tasks/update" => self.update(id, params, caller, now).await,
+            _ => self.cancel(id, caller, now).await,
+        }
+    }
+
+    /// `tasks/update`: answers to outstanding input requests move into the
+    /// record (other keys are ignored), all or none; the task is working
+    /// again once none is outstanding. Acknowledged only once recorded.
+    async fn update(
+        &self,
+        id: &str,
+        params: &Value,
+        caller: Option<&str>,
+        now: u64,
+    ) -> Result<Value, RpcError> {
+        let responses = match params.get("inputResponses") {
+            Some(Value::Object(m)) => m.clone(),
+            None | Some(Value::Null) => Map::new(),
+            Some(_) => return Err(RpcError::invalid_params("params.inputResponses must be an object")),
+        };
+        self.check_owner(id, caller, now).await?;
+        let mut invalid: Option<String> = None;
+        let mut change = |r: &mut Record| {
+            invalid = None;
+            if r.status.is_terminal() {
+                return false;
+            }
+            let mut take = vec![];
+            for (k, v) in &responses {
+                let Some(req) = r.input_requests.get(k) else { continue };
+                let method = req.get("method").and_then(Value::as_str).unwrap_or_default();
+                if let Err(why) = crate::input_state::check_answer(method, v) {
+                    invalid = Some(format!("inputResponses[{k:?}] is not a result of {method}: {why}"));
+                    return false;
+                }
+                take.push(k.clone());
+            }
+            if take.is_empty() {
+                return false;
+            }
+            for k in take {
+                r.input_requests.remove(&k);
+                r.answers.insert(k.clone(), responses[&k].clone());
+            }
+            if r.input_requests.is_empty() {
+                r.status = Status::Working;
+            }
+            r.updated_at_ms = now;
+            true
+        };
+        let l = visible(self.store.modify(id, now, &mut change).await.map_err(unavailable)?, caller);
+        if let Some(why) = invalid {
+            return Err(RpcError::invalid_params(why));
+        }
+        match l {
+            Lookup::Found(_) => {
+                if let Some(w) = crate::state::lock(&self.running).get(id) {
+                    w.input.notify_one();
+                }
+                Ok(json!({}))
+            }
+            l => Err(not_found(id, &l)),
+        }
+    }
+
+    /// `tasks/cancel`: a task not yet terminal becomes cancelled at once and
+    /// its work here is stopped; a terminal one is acknowledged unchanged.
+    async fn cancel(&self, id: &str, caller: Option<&str>, now: u64) -> Result<Value, RpcError> {
+        self.check_owner(id, caller, now).await?;
+        let mut change = |r: &mut Record| {
+            if r.status.is_terminal() {
+                return false;
+            }
+            r.status = Status::Cancelled;
+            r.status_message = Some("cancelled by the client".into());
+            r.input_requests.clear();
+            r.answers.clear();
+            r.updated_at_ms = now;
+            true
+        };
+        match visible(self.store.modify(id, now, &mut change).await.map_err(unavailable)?, caller) {
+            Lookup::Found(_) => {
+                if let Some(w) = crate::state::lock(&self.running).get(id) {
+                    w.cancel.cancel();
+                }
+                Ok(json!({}))
+            }
+            l => Err(not_found(id, &l)),
+        }
+    }
+
+    /// Refuses, as unknown, a task that is not `caller`'s, before anything
+    /// of it changes.
+    async fn check_owner(&self, id: &str, caller: Option<&str>, now: u64) -> Result<(), RpcError> {
+        match visible(self.store.get(id, now).await.map_err(unavailable)?, caller) {
+            Lookup::Found(_) => Ok(()),
+            l => Err(not_found(id, &l)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_iso8601_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_796_226_161_123), "2026-12-02T15:42:41.123Z");
+        assert_eq!(iso8601(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
+    }
+
+    #[test]
+    fn the_extension_is_declared_under_extensions() {
+        assert!(declares(&json!({"extensions": {EXTENSION: {}}})));
+        assert!(!declares(&json!({"extensions": {EXTENSION: null}})));
+        assert!(!declares(&json!({"tasks": {}})));
+        assert!(!declares(&json!({})));
+        let e = required();
+        assert_eq!(e.code, code::MISSING_CLIENT_CAPABILITY);
+        assert_eq!(e.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION], json!({}));
+    }
+}
