@@ -73,3 +73,45 @@ async fn rmcps_client_in_its_discover_lifecycle() {
     let m = s.server.metrics_text();
     assert!(m.contains("gapless_sessions_created_total 0"), "{m}");
 }
+
+/// The same client against an rmcp handler on gapless-rmcp (the conformance
+/// fixtures, `--host rmcp-conformance`): each 2026-07-28 request gets a
+/// handler of its own, whose peer holds the request's version, and no
+/// session is created. A handler written for a 2025 session that sends
+/// `peer.create_elicitation` is refused by rmcp's own peer on that version
+/// (it must return rmcp's `InputRequiredResult`): the client gets that
+/// error, never a request that waits for ever.
+#[tokio::test]
+async fn rmcps_client_against_an_rmcp_handler_without_a_session() {
+    let server = gapless_server::McpServer::builder(gapless_server_bin::rmcp_conformance().unwrap())
+        .config(ServerConfig::default())
+        .build()
+        .unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let answers = Answers::default();
+    let transport = StreamableHttpClientTransport::from_uri(s.url.clone());
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        answers.clone().serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("discover in time")
+    .expect("server/discover answered");
+    let tools = client.list_tools(None).await.unwrap();
+    assert!(tools.tools.iter().any(|t| t.name == "test_elicitation"), "{:?}", tools.tools);
+    let simple = client.call_tool(CallToolRequestParams::new("test_simple_text")).await.unwrap();
+    assert_eq!(text(&simple), "This is a simple text response for testing.");
+    let args = json!({"message": "Who are you?"}).as_object().unwrap().clone();
+    let asked = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.call_tool(CallToolRequestParams::new("test_elicitation").with_arguments(args)),
+    )
+    .await
+    .expect("answered in time");
+    let e = format!("{:?}", asked.expect_err("a server → client request has no place on 2026-07-28"));
+    assert!(e.contains("InputRequiredResult"), "{e}");
+    assert!(answers.asked.lock().unwrap().is_empty(), "the client was never asked");
+    client.cancel().await.unwrap();
+    assert_eq!(s.server.hub().len(), 0, "no session");
+}

@@ -2,6 +2,12 @@
 //!
 //! How an rmcp handler runs on gapless:
 //!
+//! - **A handler per 2026-07-28 request.** That revision has no session:
+//!   each of its requests runs on a handler the factory makes for it alone,
+//!   with a peer of its own (below) that holds the request's protocol
+//!   version, capabilities and `clientInfo`; rmcp's peer refuses
+//!   server → client requests on that version, so such a handler asks for
+//!   input by returning rmcp's `InputRequiredResult`.
 //! - **One handler per session.** The factory runs when a session's first
 //!   request or notification arrives (gapless answers `initialize` itself,
 //!   from the handler's `get_info`), and the handler lives until the session
@@ -147,13 +153,6 @@ impl<S: ServerHandler> Host for RmcpHost<S> {
         self.inner.info.instructions.clone()
     }
 
-    /// Not yet: an rmcp handler runs per session here, and a request of MCP
-    /// 2026-07-28 has none; the endpoint answers those as a server of the
-    /// 2025 revisions only does.
-    fn serves_sessionless(&self) -> bool {
-        false
-    }
-
     fn handle(
         &self,
         method: String,
@@ -254,10 +253,20 @@ impl<S: ServerHandler> Inner<S> {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        // `serves_sessionless` is false: every request has a session.
-        let handle =
-            ctx.session().ok_or_else(|| RpcError::new(INTERNAL_ERROR, "a request without a session"))?;
-        let session = Inner::session(&self, &handle, false)?;
+        let (handler, client) = match ctx.session() {
+            Some(handle) => {
+                let session = Inner::session(&self, &handle, false)?;
+                (Arc::clone(&session.handler), session.client.clone())
+            }
+            // MCP 2026-07-28: no session, so a handler of this request's
+            // own, whose peer knows the request's declarations.
+            None => {
+                let handler = Arc::new((self.factory)().map_err(|e| {
+                    RpcError::new(INTERNAL_ERROR, format!("the rmcp handler factory failed: {e}"))
+                })?);
+                (handler, declared_client(&ctx, &params))
+            }
+        };
         let msg = message(Some(ctx.request_id()), &method, &params);
         let (id, mut request) = match serde_json::from_value::<ClientJsonRpcMessage>(msg) {
             Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) => (id, request),
@@ -271,7 +280,7 @@ impl<S: ServerHandler> Inner<S> {
         };
         let ctx = Arc::new(ctx);
         let (transport, mut link) = link::pair();
-        let own = serve_directly(Unused, transport, session.client.clone());
+        let own = serve_directly(Unused, transport, client);
         let mut rctx = RmcpContext::new(id, own.peer().clone());
         rctx.meta = std::mem::take(request.get_meta_mut());
         rctx.extensions = std::mem::take(request.extensions_mut());
@@ -281,7 +290,6 @@ impl<S: ServerHandler> Inner<S> {
         // Dropped when gapless drops this future (the request was
         // cancelled) or when it returns: the handler's token fires either way.
         let _cancel = ct.drop_guard();
-        let handler = Arc::clone(&session.handler);
         let mut running = tokio::spawn(async move { handler.handle_request(request, rctx).await });
         let mut asks = FuturesUnordered::new();
         let outcome = loop {
@@ -315,6 +323,23 @@ impl<S: ServerHandler> Inner<S> {
             Err(e) => Err(RpcError::new(INTERNAL_ERROR, format!("the handler failed: {e}"))),
         }
     }
+}
+
+/// What a 2026-07-28 request declares of its client, as rmcp's peer holds
+/// it: the request's protocol version and capabilities, and the
+/// `clientInfo` of its `_meta` when there is one.
+fn declared_client(ctx: &RequestContext, params: &Value) -> Option<InitializeRequestParams> {
+    let info = params
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "unknown", "version": "0"}));
+    serde_json::from_value(json!({
+        "protocolVersion": ctx.protocol_version(),
+        "capabilities": ctx.client_capabilities().unwrap_or_else(|| json!({})),
+        "clientInfo": info,
+    }))
+    .ok()
 }
 
 /// The request's own gapless stream, in its rmcp `RequestContext`'s

@@ -169,8 +169,9 @@ run "TypeScript SDK legacy SSEClientTransport (2024-11-05): tools, a call, a cut
 run "Python SDK legacy sse_client (2024-11-05): tools, a call, a cut" \
   .venv/bin/python py_legacy.py --url "$url" --timeout "$VARIANT_TIMEOUT"
 # MCP 2026-07-28: the clients' default/auto modes settle on it (no session), and an
-# elicitation completes by input-required result. Only on the demo host: gapless-rmcp's
-# host serves the 2025 revisions only (a 2026 client falls back to initialize there).
+# elicitation completes by input-required result. Only on the demo host, whose tools
+# these clients call (gapless-rmcp's 2026 path is tested with rmcp's own client in
+# server/bin/tests/modern_rmcp.rs).
 if [ ${#server_args[@]} -eq 0 ]; then
   run "Python SDK mode='auto' (2026-07-28): tools, calls, notifications, an elicitation round trip" \
     .venv/bin/python py_modern.py "$url"

@@ -357,7 +357,8 @@ impl Conformance {
 /// The resource at `uri`, or the not-found error `resources/read` and
 /// `resources/subscribe` both answer.
 fn read(uri: &str) -> Result<ResourceContents, ErrorData> {
-    let not_found = || ErrorData::resource_not_found(format!("resource not found: {uri}"), None);
+    let not_found =
+        || ErrorData::resource_not_found(format!("resource not found: {uri}"), Some(json!({"uri": uri})));
     Ok(match uri {
         "test://static-text" => {
             ResourceContents::text("This is the content of the static text resource.", uri)
