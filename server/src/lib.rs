@@ -253,8 +253,9 @@ impl McpServerBuilder {
                 (memory.clone(), Some(memory), None)
             }
         };
+        let metrics = Arc::new(observe::Metrics::new());
         let state = Arc::new(AppState {
-            tasks: Arc::new(tasks::Tasks::new(task_store, limits, node)),
+            tasks: Arc::new(tasks::Tasks::new(task_store, limits, node, Arc::clone(&metrics))),
             memory_tasks,
             changes: modern::Announcer::new(),
             mirrors: Default::default(),
@@ -269,7 +270,7 @@ impl McpServerBuilder {
             fairness,
             path,
             cluster,
-            metrics: Arc::new(observe::Metrics::new()),
+            metrics,
         });
         let registry = Arc::new(state.metrics.registry(Arc::downgrade(&state)));
         if let Some(c) = &state.cluster {

@@ -51,6 +51,12 @@ pub(crate) struct Reason {
     reason: &'static str,
 }
 
+/// A label naming a task's terminal status, or why one was not created.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TaskLabel {
+    status: &'static str,
+}
+
 /// A label naming how a gap was replayed: `resume` (an SSE resume) or
 /// `socket` (a migration's WebSocket).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -142,6 +148,12 @@ pub(crate) struct Metrics {
     pub(crate) sessions_refused: Family<Reason, Counter>,
     /// Requests of MCP 2026-07-28 that passed the revision's checks.
     pub(crate) modern_requests: Counter,
+    /// Tasks created on this node (tasks extension).
+    pub(crate) tasks_created: Counter,
+    /// Tasks this node refused to create, by why (`full`, `unavailable`).
+    pub(crate) tasks_refused: Family<TaskLabel, Counter>,
+    /// Terminal statuses this node recorded, by status.
+    pub(crate) tasks_ended: Family<TaskLabel, Counter>,
     pub(crate) refusals: Family<Kind, Counter>,
     pub(crate) resumes: Family<Outcome, Counter>,
     pub(crate) migrations: Family<Outcome, Counter>,
@@ -184,6 +196,9 @@ impl Metrics {
             sessions_expired: Counter::default(),
             sessions_refused: Family::default(),
             modern_requests: Counter::default(),
+            tasks_created: Counter::default(),
+            tasks_refused: Family::default(),
+            tasks_ended: Family::default(),
             refusals: Family::default(),
             resumes: Family::default(),
             migrations: Family::default(),
@@ -219,7 +234,23 @@ impl Metrics {
         for via in ["resume", "socket"] {
             drop(m.replayed.get_or_create(&Via { via }));
         }
+        for status in ["completed", "failed", "cancelled"] {
+            drop(m.tasks_ended.get_or_create(&TaskLabel { status }));
+        }
+        for status in ["full", "unavailable"] {
+            drop(m.tasks_refused.get_or_create(&TaskLabel { status }));
+        }
         m
+    }
+
+    /// Counts a terminal status this node recorded.
+    pub(crate) fn task_ended(&self, status: &'static str) {
+        self.tasks_ended.get_or_create(&TaskLabel { status }).inc();
+    }
+
+    /// Counts a task this node did not create (`full` or `unavailable`).
+    pub(crate) fn task_refused(&self, why: &'static str) {
+        self.tasks_refused.get_or_create(&TaskLabel { status: why }).inc();
     }
 
     /// Counts and keeps a refusal (`session`: the tag of the session the
@@ -297,6 +328,21 @@ impl Metrics {
             "stateless_requests",
             "Requests of MCP 2026-07-28 served without a session",
             self.modern_requests.clone(),
+        );
+        r.register(
+            "tasks_created",
+            "Tasks created on this node (tasks extension)",
+            self.tasks_created.clone(),
+        );
+        r.register(
+            "tasks_refused",
+            "Tasks this node did not create, by why: full (a bound) or unavailable (the store)",
+            self.tasks_refused.clone(),
+        );
+        r.register(
+            "tasks_ended",
+            "Terminal statuses this node recorded (its work's outcome, a cancel, a dead node's task), by status",
+            self.tasks_ended.clone(),
         );
         r.register(
             "sessions_deleted",
@@ -459,6 +505,12 @@ impl Collector for View {
             "sessions_live",
             "Sessions this node holds",
             &ConstGauge::new(conns.len() as i64),
+        )?;
+        encode(
+            &mut encoder,
+            "tasks_running",
+            "Tasks whose work runs on this node (tasks extension)",
+            &ConstGauge::new(state.tasks.running() as i64),
         )?;
         let published = Family::<Target, Counter>::default();
         let published_bytes = Family::<Target, Counter>::default();

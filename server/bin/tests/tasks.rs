@@ -267,6 +267,15 @@ async fn cancel_stops_the_work() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(ticks.load(Ordering::Relaxed), at, "the work went on after the cancel");
     assert_eq!(c.get(&id).await["result"]["status"], "cancelled");
+    // The operator's figures: one created, one cancelled, none running.
+    let m = s.server.metrics_text();
+    for line in [
+        "gapless_tasks_created_total 1",
+        "gapless_tasks_ended_total{status=\"cancelled\"} 1",
+        "gapless_tasks_running 0",
+    ] {
+        assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+    }
 }
 
 /// A request of a 2025 session never becomes a task: the demo's task-only

@@ -256,6 +256,7 @@ pub(crate) struct Tasks {
     /// This node's name in cluster mode (recorded on the tasks it runs).
     node: Option<String>,
     running: Mutex<HashMap<String, Work>>,
+    metrics: Arc<crate::observe::Metrics>,
 }
 
 /// A task running here: how to stop it, and how to wake it when input
@@ -294,8 +295,18 @@ fn unavailable(e: store::StoreError) -> RpcError {
 }
 
 impl Tasks {
-    pub(crate) fn new(store: Arc<dyn TaskStore>, limits: Limits, node: Option<String>) -> Self {
-        Tasks { store, limits, node, running: Default::default() }
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        limits: Limits,
+        node: Option<String>,
+        metrics: Arc<crate::observe::Metrics>,
+    ) -> Self {
+        Tasks { store, limits, node, running: Default::default(), metrics }
+    }
+
+    /// How many tasks run their work on this node.
+    pub(crate) fn running(&self) -> usize {
+        crate::state::lock(&self.running).len()
     }
 
     /// Creates the record of a new task of `owner`, durably, and registers
@@ -337,9 +348,17 @@ impl Tasks {
         let work = Work { cancel, input: Arc::new(Notify::new()) };
         crate::state::lock(&self.running).insert(id.clone(), work);
         match self.store.create(record, self.limits.max_tasks, self.limits.max_per_client, now).await {
-            Ok(()) => Ok((id, created)),
+            Ok(()) => {
+                self.metrics.tasks_created.inc();
+                Ok((id, created))
+            }
             Err(e) => {
                 crate::state::lock(&self.running).remove(&id);
+                self.metrics.task_refused(if matches!(e, CreateError::Store(_)) {
+                    "unavailable"
+                } else {
+                    "full"
+                });
                 Err(match e {
                     CreateError::Full { max, per_owner: true } => TaskError::Full(format!(
                         "this client holds {max} tasks, the most it may; retry when one has expired"
@@ -422,10 +441,15 @@ impl Tasks {
             o => o,
         };
         let now = now_ms();
+        // Whether this change made the task terminal (the last try's word,
+        // when the store tries it again on a record that changed).
+        let mut ended = false;
         let mut change = |r: &mut Record| {
+            ended = false;
             if r.status.is_terminal() {
                 return false;
             }
+            ended = true;
             r.input_requests.clear();
             r.answers.clear();
             match &outcome {
@@ -442,7 +466,19 @@ impl Tasks {
             r.updated_at_ms = now;
             true
         };
-        self.store.modify(id, now, &mut change).await
+        let after = self.store.modify(id, now, &mut change).await;
+        if ended {
+            self.count_end(&after);
+        }
+        after
+    }
+
+    /// Counts the terminal status a change of this node just recorded
+    /// (`after` is the record as that change left it).
+    fn count_end(&self, after: &Result<Lookup, store::StoreError>) {
+        if let Ok(Lookup::Found(a)) = after {
+            self.metrics.task_ended(a.status.as_str());
+        }
     }
 
     /// Asks the client for `requests` (`{key: {method, params}}`) from task
@@ -615,10 +651,13 @@ impl Tasks {
     /// its work here is stopped; a terminal one is acknowledged unchanged.
     async fn cancel(&self, id: &str, caller: Option<&str>, now: u64) -> Result<Value, RpcError> {
         self.check_owner(id, caller, now).await?;
+        let mut ended = false;
         let mut change = |r: &mut Record| {
+            ended = false;
             if r.status.is_terminal() {
                 return false;
             }
+            ended = true;
             r.status = Status::Cancelled;
             r.status_message = Some("cancelled by the client".into());
             r.input_requests.clear();
@@ -626,7 +665,11 @@ impl Tasks {
             r.updated_at_ms = now;
             true
         };
-        match visible(self.store.modify(id, now, &mut change).await.map_err(unavailable)?, caller) {
+        let after = self.store.modify(id, now, &mut change).await;
+        if ended {
+            self.count_end(&after);
+        }
+        match visible(after.map_err(unavailable)?, caller) {
             Lookup::Found(_) => {
                 if let Some(w) = crate::state::lock(&self.running).get(id) {
                     w.cancel.cancel();
