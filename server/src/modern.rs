@@ -454,7 +454,8 @@ fn listen(
                 },
                 _ = tx.closed() => return,
                 _ = poll.tick(), if !watched.is_empty() => {
-                    for mut t in watched.changes().await {
+                    for task in watched.ids() {
+                        let Some(mut t) = watched.change(&task).await else { continue };
                         t.insert("_meta".into(), json!({META_SUBSCRIPTION: id}));
                         let n = jsonrpc::notification("notifications/tasks", Value::Object(t));
                         if tx.send(Bytes::from(n.to_string())).await.is_err() {
@@ -660,9 +661,11 @@ pub(crate) struct Exchange {
     client: Option<String>,
     /// The handler's cancellation (a task's, once it is one).
     work: CancellationToken,
-    /// The task this request became, once it did (set once), and its
-    /// `CreateTaskResult`.
+    /// The task this request became, once it did (set once, before the
+    /// handle is sent), and its `CreateTaskResult`.
     task: std::sync::OnceLock<(String, Map<String, Value>)>,
+    /// Set by the first `create_task` (so that two cannot race).
+    creating: std::sync::atomic::AtomicBool,
     tasks: Arc<crate::tasks::Tasks>,
 }
 
@@ -706,6 +709,7 @@ impl Exchange {
             client: origin.client,
             work: origin.work,
             task: std::sync::OnceLock::new(),
+            creating: Default::default(),
             tasks: Arc::clone(&state.tasks),
         })
     }
@@ -728,14 +732,32 @@ impl Exchange {
                 crate::tasks::EXTENSION
             )));
         }
-        if self.task.get().is_some() {
+        // One creation per request, claimed before anything awaits.
+        if self.task.get().is_some() || self.creating.swap(true, Ordering::AcqRel) {
             return Err(TaskError::NotDeclared("this request is a task already".into()));
         }
-        let (id, mut created) =
+        let ended = || TaskError::NotDeclared("this attempt has ended (it asked for input)".into());
+        if crate::state::lock(&self.end).is_none() {
+            return Err(ended());
+        }
+        // If this future is dropped from here on (the client went away,
+        // the server shuts down), the guard lets go of the work and fails
+        // a record that may have been stored.
+        let (id, mut created, guard) =
             self.tasks.create(self.caller.clone(), self.client.clone(), opts, self.work.clone()).await?;
         created.insert("resultType".into(), json!("task"));
+        // The handle goes out only if the attempt is still open: an ask
+        // that ended it meanwhile (a concurrent one) answered already.
+        let mut end = crate::state::lock(&self.end);
+        let Some(tx) = end.take() else {
+            drop(end);
+            drop(guard); // fails the record, lets go of the work
+            return Err(ended());
+        };
         let _ = self.task.set((id.clone(), created.clone()));
-        self.finish(End::Task(created));
+        let _ = tx.send(End::Task(created));
+        drop(end);
+        guard.disarm();
         Ok(id)
     }
 
@@ -745,6 +767,9 @@ impl Exchange {
     /// handler that sees `Closed` sees itself cancelled too); or the request
     /// is a task, whose handle was the response.
     pub(crate) async fn send(&self, message: Bytes) -> Result<Seq, SendError> {
+        if self.task.get().is_some() {
+            return Err(SendError::Closed);
+        }
         self.tx.send(message).await.map_err(|_| {
             if self.task.get().is_none() {
                 self.work.cancel();
@@ -919,9 +944,11 @@ pub(crate) fn start(
     if method.starts_with("tasks/") && early.is_none() {
         // The tasks extension's own methods: served from the task store.
         let tasks = Arc::clone(&state.tasks);
+        let serves = crate::tasks::declares(&state.host.capabilities());
         tokio::spawn(async move {
             let _permit = permit;
-            let outcome = tasks.serve(&method, &params, &declared.capabilities, caller.as_deref()).await;
+            let outcome =
+                tasks.serve(&method, &params, &declared.capabilities, caller.as_deref(), serves).await;
             let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
         });
         return Running { notifications, response, cancel };

@@ -924,17 +924,28 @@ async fn a_task_is_created_polled_fed_and_read_on_different_nodes() {
     let done = poll_task(&c.url, &id, Duration::from_secs(5), |t| t["status"] == "completed").await;
     assert_eq!(done["result"]["result"]["content"][0]["text"], "deleted x", "{done}");
 
-    // A cancel on c of a task working on a: cancelled, and it stays so.
+    // A cancel on c of a task working on a: cancelled, it stays so, and
+    // a's work stops within its poll of the record (a second), long before
+    // its 30 s were up.
+    let running = |url: String| async move {
+        let m = http().get(url.replace("/mcp", "/metrics")).send().await.unwrap().text().await.unwrap();
+        m.lines().find_map(|l| l.strip_prefix("gapless_tasks_running ")).unwrap().parse::<u64>().unwrap()
+    };
     let long = task_call(
         &a.url,
         "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "l"}}),
+        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "l"}}),
     )
     .await;
     let long = long["result"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(running(a.url.clone()).await, 1);
     let ack = task_call(&c.url, "tasks/cancel", json!({"taskId": long})).await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while running(a.url.clone()).await != 0 {
+        assert!(Instant::now() < deadline, "a's work still runs 3 s after the cancel on c");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let after = task_call(&b.url, "tasks/get", json!({"taskId": long})).await;
     assert_eq!(after["result"]["status"], "cancelled", "{after}");
 }

@@ -186,6 +186,13 @@ impl Host for Asker {
             if method != "tools/call" {
                 return Err(RpcError::method_not_found(&method));
             }
+            if params["name"] == "race" {
+                // An ask that ends the attempt, and a create racing it: the
+                // attempt's answer is the input-required result, no task.
+                let ask = ctx.ask(Map::from_iter([("k".to_owned(), elicit("word"))]));
+                let (_, created) = tokio::join!(ask, ctx.create_task(TaskOptions::default()));
+                return Err(RpcError::new(-32603, format!("unreachable: {created:?}")));
+            }
             ctx.create_task(TaskOptions::default()).await?;
             match params["name"].as_str() {
                 Some("twice") => {
@@ -198,6 +205,18 @@ impl Host for Asker {
                         said.push(a["k"]["content"]["word"].as_str().unwrap_or_default().to_owned());
                     }
                     Ok(json!({"content": [{"type": "text", "text": said.join(" ")}]}))
+                }
+                Some("instant") => Ok(json!({"content": [{"type": "text", "text": "at once"}]})),
+                Some("quiet") => {
+                    // Nothing goes out once the handle has.
+                    let sent =
+                        ctx.notify("notifications/message", json!({"level": "info", "data": "x"})).await;
+                    let closed = sent == Err(gapless_server::SendError::Closed);
+                    Ok(json!({"content": [{"type": "text", "text": format!("closed={closed}")}]}))
+                }
+                Some("panic") => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    panic!("the tool broke")
                 }
                 _ => loop {
                     ticks.fetch_add(1, Ordering::Relaxed);
@@ -354,4 +373,60 @@ async fn task_status_notifications_on_a_listen_stream() {
         more.is_err() || more.unwrap().is_none_or(|e| e.json().is_none()),
         "a notification after the terminal one"
     );
+}
+
+/// A task whose handler panics is `failed` (-32603), not left `working`.
+#[tokio::test]
+async fn a_panicking_handler_fails_its_task() {
+    let (s, _) = asker().await;
+    let c = Client { s: &s, who: None };
+    let id = task_id(&c.tool("panic", json!({})).await);
+    let done = c.until(&id, |r| r["status"] != "working").await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert_eq!(done["error"]["code"], -32603, "{done}");
+    assert!(done["error"]["message"].as_str().unwrap().contains("panicked"), "{done}");
+}
+
+/// A handler that returns the moment it became a task still hands out the
+/// task, whose outcome is its result; once the handle is out, a
+/// notification has nowhere to go (`SendError::Closed`) and the response
+/// stays JSON.
+#[tokio::test]
+async fn a_task_that_ends_at_once_and_one_that_notifies() {
+    let (s, _) = asker().await;
+    let c = Client { s: &s, who: None };
+    let id = task_id(&c.tool("instant", json!({})).await);
+    let done = c.until(&id, |r| r["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "at once", "{done}");
+    let id = task_id(&c.tool("quiet", json!({})).await); // Client::call checks the JSON content type
+    let done = c.until(&id, |r| r["status"] == "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "closed=true", "{done}");
+}
+
+/// An ask that ends the attempt while a create races it: the answer is the
+/// input-required result, and no task was created (none runs, none counted).
+#[tokio::test]
+async fn a_create_racing_an_ask_that_ended_the_attempt_makes_no_task() {
+    let (s, _) = asker().await;
+    let c = Client { s: &s, who: None };
+    let r = c.tool("race", json!({})).await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let m = s.server.metrics_text();
+    for line in ["gapless_tasks_created_total 0", "gapless_tasks_running 0"] {
+        assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+    }
+}
+
+/// An application that does not serve the extension (its capabilities do
+/// not name it) has no tasks methods: -32601 (404).
+#[tokio::test]
+async fn no_tasks_methods_without_the_extension() {
+    let server = McpServer::builder(gapless_server_bin::rmcp_conformance().unwrap())
+        .config(ServerConfig::default())
+        .build()
+        .unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let c = Client { s: &s, who: None };
+    let r = c.get("0123456789abcdef0123456789abcdef").await;
+    assert_eq!(r["error"]["code"], -32601, "{r}");
 }

@@ -329,17 +329,20 @@ impl<S: ServerHandler> Inner<S> {
 /// it: the request's protocol version and capabilities, and the
 /// `clientInfo` of its `_meta` when there is one.
 fn declared_client(ctx: &RequestContext, params: &Value) -> Option<InitializeRequestParams> {
-    let info = params
+    let declared = |info: Value| {
+        serde_json::from_value(json!({
+            "protocolVersion": ctx.protocol_version(),
+            "capabilities": ctx.client_capabilities().unwrap_or_else(|| json!({})),
+            "clientInfo": info,
+        }))
+        .ok()
+    };
+    // A `clientInfo` rmcp does not take (it lacks a field) leaves the rest.
+    params
         .get("_meta")
         .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
-        .cloned()
-        .unwrap_or_else(|| json!({"name": "unknown", "version": "0"}));
-    serde_json::from_value(json!({
-        "protocolVersion": ctx.protocol_version(),
-        "capabilities": ctx.client_capabilities().unwrap_or_else(|| json!({})),
-        "clientInfo": info,
-    }))
-    .ok()
+        .and_then(|info| declared(info.clone()))
+        .or_else(|| declared(json!({"name": "unknown", "version": "0"})))
 }
 
 /// The request's own gapless stream, in its rmcp `RequestContext`'s

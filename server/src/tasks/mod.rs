@@ -45,7 +45,7 @@ const INPUT_POLL: Duration = Duration::from_millis(200);
 const WORK_POLL: Duration = Duration::from_secs(1);
 
 /// How often a listen stream looks at the tasks it watches.
-pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(250);
+pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(500);
 
 /// The tasks a `subscriptions/listen` stream watches (`taskIds`), and what
 /// it last sent of each.
@@ -82,31 +82,32 @@ impl Watched {
         self.seen.is_empty()
     }
 
-    /// The `DetailedTask` of each watched task that changed since it was
+    /// The ids it watches now.
+    pub(crate) fn ids(&self) -> Vec<String> {
+        self.seen.keys().cloned().collect()
+    }
+
+    /// The `DetailedTask` of watched task `id` if it changed since it was
     /// last sent (each is sent once as it is at first); a terminal one is
     /// sent once and no longer watched, an expired or vanished one is
     /// dropped. A store that does not answer is asked at the next poll.
-    pub(crate) async fn changes(&mut self) -> Vec<Map<String, Value>> {
-        let mut out = vec![];
-        let ids: Vec<String> = self.seen.keys().cloned().collect();
-        for id in ids {
-            let l = match self.tasks.store.get(&id, now_ms()).await {
-                Ok(l) => visible(l, self.caller.as_deref()),
-                Err(_) => continue,
-            };
-            let Lookup::Found(r) = l else {
-                self.seen.remove(&id);
-                continue;
-            };
-            let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
-            if self.seen.get(&id) != Some(&mark) {
-                out.push(wire(&r, true));
-            }
-            if r.status.is_terminal() {
-                self.seen.remove(&id);
-            } else {
-                self.seen.insert(id, mark);
-            }
+    /// One at a time, so that a stream holds at most one built and what its
+    /// queue holds.
+    pub(crate) async fn change(&mut self, id: &str) -> Option<Map<String, Value>> {
+        let l = match self.tasks.store.get(id, now_ms()).await {
+            Ok(l) => visible(l, self.caller.as_deref()),
+            Err(_) => return None,
+        };
+        let Lookup::Found(r) = l else {
+            self.seen.remove(id);
+            return None;
+        };
+        let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
+        let out = (self.seen.get(id) != Some(&mark)).then(|| wire(&r, true));
+        if r.status.is_terminal() {
+            self.seen.remove(id);
+        } else {
+            self.seen.insert(id.to_owned(), mark);
         }
         out
     }
@@ -267,6 +268,30 @@ struct Work {
     input: Arc<Notify>,
 }
 
+/// See [`Tasks::abandon_on_drop`].
+pub(crate) struct Abandon {
+    tasks: Option<(Arc<Tasks>, String, &'static str)>,
+}
+
+impl Abandon {
+    /// The task was handed out: nothing to undo.
+    pub(crate) fn disarm(mut self) {
+        self.tasks = None;
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        let Some((tasks, id, why)) = self.tasks.take() else { return };
+        if let Some(w) = crate::state::lock(&tasks.running).remove(&id) {
+            w.cancel.cancel();
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { tasks.record(&id, Err(RpcError::new(code::INTERNAL_ERROR, why))).await });
+        }
+    }
+}
+
 /// A record's lookup for a caller: someone else's task is unknown to it.
 fn visible(l: Lookup, caller: Option<&str>) -> Lookup {
     match l {
@@ -310,14 +335,17 @@ impl Tasks {
     }
 
     /// Creates the record of a new task of `owner`, durably, and registers
-    /// its work (`cancel`) here. Returns the `CreateTaskResult`'s fields.
+    /// its work (`cancel`) here. Returns the `CreateTaskResult`'s fields,
+    /// and a guard to disarm once the handle is out: dropped armed (this
+    /// future too, while the store writes), it fails the task and lets go
+    /// of its work.
     pub(crate) async fn create(
-        &self,
+        self: &Arc<Self>,
         owner: Option<String>,
         client: Option<String>,
         opts: &TaskOptions,
         cancel: CancellationToken,
-    ) -> Result<(String, Map<String, Value>), TaskError> {
+    ) -> Result<(String, Map<String, Value>, Abandon), TaskError> {
         let mut bits = [0u8; 16];
         getrandom::getrandom(&mut bits).expect("the OS CSPRNG is available");
         let id: String = bits.iter().map(|b| format!("{b:02x}")).collect();
@@ -347,12 +375,20 @@ impl Tasks {
         // the id finds the work.
         let work = Work { cancel, input: Arc::new(Notify::new()) };
         crate::state::lock(&self.running).insert(id.clone(), work);
+        let guard = self.abandon_on_drop(&id, "the request ended before its task was handed out");
         match self.store.create(record, self.limits.max_tasks, self.limits.max_per_client, now).await {
             Ok(()) => {
                 self.metrics.tasks_created.inc();
-                Ok((id, created))
+                Ok((id, created, guard))
             }
             Err(e) => {
+                if matches!(e, CreateError::Full { .. }) {
+                    guard.disarm(); // nothing stored
+                } else {
+                    // The write may have reached the store unconfirmed: the
+                    // guard fails that record (once the store answers).
+                    drop(guard);
+                }
                 crate::state::lock(&self.running).remove(&id);
                 self.metrics.task_refused(if matches!(e, CreateError::Store(_)) {
                     "unavailable"
@@ -372,6 +408,13 @@ impl Tasks {
                 })
             }
         }
+    }
+
+    /// A guard that, unless disarmed, lets go of task `id`'s work here and
+    /// records the task failed with `why` (in a task of its own: it runs
+    /// on drop). A record never stored is left alone (nothing to change).
+    pub(crate) fn abandon_on_drop(self: &Arc<Self>, id: &str, why: &'static str) -> Abandon {
+        Abandon { tasks: Some((Arc::clone(self), id.to_owned(), why)) }
     }
 
     /// Runs the work of task `id` to its end: its outcome recorded unless
@@ -402,9 +445,15 @@ impl Tasks {
                 }
             }
         };
+        // A handler that panics fails its task (the record would otherwise
+        // say `working` until its TTL ran out).
+        let work = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(work));
         let outcome = tokio::select! {
             biased;
-            r = work => Some(r),
+            r = work => Some(r.unwrap_or_else(|_| Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                "the task's handler panicked",
+            )))),
             _ = cancel.cancelled() => None,
             _ = moot => None,
             _ = shutdown.cancelled() => Some(Err(RpcError::new(
@@ -415,7 +464,25 @@ impl Tasks {
         crate::state::lock(&self.running).remove(id);
         cancel.cancel();
         if let Some(outcome) = outcome {
-            let _ = self.finish(id, outcome).await;
+            self.record(id, outcome).await;
+        }
+    }
+
+    /// Records `outcome`, trying again while the store does not answer
+    /// (backing off to 5 s) until it is recorded or the record is terminal,
+    /// expired or gone: a task whose node lives is never left `working`
+    /// because one write failed.
+    async fn record(&self, id: &str, outcome: Result<Value, RpcError>) {
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match self.finish(id, outcome.clone()).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(task = id, error = %e.0, "task outcome not recorded yet; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
         }
     }
 
@@ -425,7 +492,7 @@ impl Tasks {
         if let Some(w) = crate::state::lock(&self.running).remove(id) {
             w.cancel.cancel();
         }
-        let _ = self.finish(id, outcome).await;
+        self.record(id, outcome).await;
     }
 
     /// Records the work's outcome, unless the task reached a terminal
@@ -492,6 +559,9 @@ impl Tasks {
         requests: &Map<String, Value>,
     ) -> Result<Map<String, Value>, crate::host::ClientRequestError> {
         use crate::host::ClientRequestError;
+        if requests.is_empty() {
+            return Ok(Map::new());
+        }
         let work = crate::state::lock(&self.running).get(id).cloned().ok_or(ClientRequestError::Cancelled)?;
         // Wire key → the handler's key.
         let mut names: Vec<(String, String)> = vec![];
@@ -557,16 +627,19 @@ impl Tasks {
     }
 
     /// Serves `tasks/get`, `tasks/update`, `tasks/cancel` of a 2026-07-28
-    /// request that declared `capabilities`, from `caller`; any other
-    /// `tasks/` method is not served (-32601).
+    /// request that declared `capabilities`, from `caller`, for an
+    /// application that `serves` the extension (its capabilities name it);
+    /// any other `tasks/` method, or any at all for an application that
+    /// does not, is not served (-32601).
     pub(crate) async fn serve(
         &self,
         method: &str,
         params: &Value,
         capabilities: &Value,
         caller: Option<&str>,
+        serves: bool,
     ) -> Result<Value, RpcError> {
-        if !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
+        if !serves || !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
             return Err(RpcError::method_not_found(method));
         }
         if !declares(capabilities) {

@@ -15,12 +15,17 @@
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// How long an expired task's id is still answered "expired".
 pub(crate) const EXPIRED_MEMORY: Duration = Duration::from_secs(3600);
+
+/// How many expired ids the in-process store remembers per task it may
+/// hold (a few MiB at the default bound), in case more than that many
+/// expire within [`EXPIRED_MEMORY`].
+pub(crate) const EXPIRED_PER_TASK: usize = 16;
 
 /// A task's status (`Task.status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -164,8 +169,10 @@ struct Inner {
     tasks: HashMap<String, Record>,
     per_owner: HashMap<String, usize>,
     /// Expired ids with when they expired, oldest first, at most
-    /// `max` (the `create` bound) of them.
+    /// [`EXPIRED_PER_TASK`] × `max` (the `create` bound) of them; `gone`
+    /// holds the same ids, for lookups.
     expired: VecDeque<(String, u64)>,
+    gone: HashSet<String>,
     max_expired: usize,
 }
 
@@ -180,9 +187,10 @@ impl Inner {
                     }
                 }
             }
+            self.gone.insert(r.id.clone());
             self.expired.push_back((r.id, at_ms));
             while self.expired.len() > self.max_expired.max(1) {
-                self.expired.pop_front();
+                self.forget_oldest();
             }
         }
     }
@@ -200,9 +208,15 @@ impl Inner {
         }
         let memory = EXPIRED_MEMORY.as_millis() as u64;
         while self.expired.front().is_some_and(|(_, at)| at.saturating_add(memory) <= now_ms) {
-            self.expired.pop_front();
+            self.forget_oldest();
         }
         gone.len()
+    }
+
+    fn forget_oldest(&mut self) {
+        if let Some((id, _)) = self.expired.pop_front() {
+            self.gone.remove(&id);
+        }
     }
 
     fn lookup(&mut self, id: &str, now_ms: u64) -> Option<&mut Record> {
@@ -216,7 +230,7 @@ impl Inner {
     }
 
     fn miss(&self, id: &str) -> Lookup {
-        if self.expired.iter().any(|(e, _)| e == id) {
+        if self.gone.contains(id) {
             Lookup::Expired
         } else {
             Lookup::Unknown
@@ -250,7 +264,7 @@ impl TaskStore for MemoryTasks {
         now_ms: u64,
     ) -> BoxFuture<'_, Result<(), CreateError>> {
         let mut inner = crate::state::lock(&self.inner);
-        inner.max_expired = max;
+        inner.max_expired = max.saturating_mul(EXPIRED_PER_TASK);
         let owned =
             |i: &Inner| record.client.as_ref().map_or(0, |o| i.per_owner.get(o).copied().unwrap_or(0));
         if inner.tasks.len() >= max || owned(&inner) >= max_per_owner {
