@@ -43,6 +43,17 @@ impl ClientHandler for Answers {
     }
 }
 
+/// rmcp's client on `s` in its `Discover` lifecycle (2026-07-28 only),
+/// answering with `answers`.
+async fn discover(s: &TestServer, answers: &Answers) -> rmcp::service::RunningService<RoleClient, Answers> {
+    let transport = StreamableHttpClientTransport::from_uri(s.url.clone());
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    tokio::time::timeout(Duration::from_secs(20), answers.clone().serve_with_lifecycle(transport, lifecycle))
+        .await
+        .expect("discover in time")
+        .expect("server/discover answered")
+}
+
 fn text(r: &rmcp::model::CallToolResult) -> String {
     serde_json::to_value(&r.content).unwrap()[0]["text"].as_str().unwrap_or_default().to_owned()
 }
@@ -51,15 +62,7 @@ fn text(r: &rmcp::model::CallToolResult) -> String {
 async fn rmcps_client_in_its_discover_lifecycle() {
     let s = start(ServerConfig::default()).await;
     let answers = Answers::default();
-    let transport = StreamableHttpClientTransport::from_uri(s.url.clone());
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    let client = tokio::time::timeout(
-        Duration::from_secs(20),
-        answers.clone().serve_with_lifecycle(transport, lifecycle),
-    )
-    .await
-    .expect("discover in time")
-    .expect("server/discover answered");
+    let client = discover(&s, &answers).await;
     let tools = client.list_tools(None).await.unwrap();
     assert!(tools.tools.iter().any(|t| t.name == "test_input_required_result_elicitation"));
     let simple = client.call_tool(CallToolRequestParams::new("test_simple_text")).await.unwrap();
@@ -89,15 +92,7 @@ async fn rmcps_client_against_an_rmcp_handler_without_a_session() {
         .unwrap();
     let s = TestServer::at(serve(server.router()).await, "/mcp", server);
     let answers = Answers::default();
-    let transport = StreamableHttpClientTransport::from_uri(s.url.clone());
-    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    let client = tokio::time::timeout(
-        Duration::from_secs(20),
-        answers.clone().serve_with_lifecycle(transport, lifecycle),
-    )
-    .await
-    .expect("discover in time")
-    .expect("server/discover answered");
+    let client = discover(&s, &answers).await;
     let tools = client.list_tools(None).await.unwrap();
     assert!(tools.tools.iter().any(|t| t.name == "test_elicitation"), "{:?}", tools.tools);
     let simple = client.call_tool(CallToolRequestParams::new("test_simple_text")).await.unwrap();

@@ -512,26 +512,11 @@ impl Tasks {
         // when the store tries it again on a record that changed).
         let mut ended = false;
         let mut change = |r: &mut Record| {
-            ended = false;
-            if r.status.is_terminal() {
-                return false;
-            }
-            ended = true;
-            r.input_requests.clear();
-            r.answers.clear();
-            match &outcome {
-                Ok(v) => {
-                    r.status = Status::Completed;
-                    r.result = Some(v.clone());
-                }
-                Err(e) => {
-                    r.status = Status::Failed;
-                    r.error = Some(e.to_json());
-                }
-            }
-            r.status_message = None;
-            r.updated_at_ms = now;
-            true
+            ended = match &outcome {
+                Ok(v) => r.end(Status::Completed, Some(v.clone()), None, now),
+                Err(e) => r.end(Status::Failed, Some(e.to_json()), None, now),
+            };
+            ended
         };
         let after = self.store.modify(id, now, &mut change).await;
         if ended {
@@ -726,17 +711,8 @@ impl Tasks {
         self.check_owner(id, caller, now).await?;
         let mut ended = false;
         let mut change = |r: &mut Record| {
-            ended = false;
-            if r.status.is_terminal() {
-                return false;
-            }
-            ended = true;
-            r.status = Status::Cancelled;
-            r.status_message = Some("cancelled by the client".into());
-            r.input_requests.clear();
-            r.answers.clear();
-            r.updated_at_ms = now;
-            true
+            ended = r.end(Status::Cancelled, None, Some("cancelled by the client".into()), now);
+            ended
         };
         let after = self.store.modify(id, now, &mut change).await;
         if ended {

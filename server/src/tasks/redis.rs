@@ -39,15 +39,11 @@ fn store_error(e: gapless_redis::StoreError) -> StoreError {
 /// Marks `r` failed because its node's lease expired.
 fn lost(r: &mut Record, now_ms: u64) {
     let node = r.node.clone().unwrap_or_default();
-    r.status = Status::Failed;
-    r.error = Some(json!({
+    let error = json!({
         "code": code::REQUEST_LOST,
         "message": format!("the node running the task ({node}) stopped before the task completed (its lease expired)"),
-    }));
-    r.status_message = Some("the node running it stopped".into());
-    r.input_requests.clear();
-    r.answers.clear();
-    r.updated_at_ms = now_ms;
+    });
+    r.end(Status::Failed, Some(error), Some("the node running it stopped".into()), now_ms);
 }
 
 impl RedisTasks {

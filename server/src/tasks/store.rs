@@ -93,6 +93,33 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Makes it terminal with `status`, its `payload` (the result of a
+    /// completed task, the error of a failed one) and `message`, unless it
+    /// is terminal already: then nothing changes. Whether it changed.
+    pub(crate) fn end(
+        &mut self,
+        status: Status,
+        payload: Option<Value>,
+        message: Option<String>,
+        now_ms: u64,
+    ) -> bool {
+        debug_assert!(status.is_terminal());
+        if self.status.is_terminal() {
+            return false;
+        }
+        self.status = status;
+        match status {
+            Status::Completed => self.result = payload,
+            Status::Failed => self.error = payload,
+            _ => {}
+        }
+        self.status_message = message;
+        self.input_requests.clear();
+        self.answers.clear();
+        self.updated_at_ms = now_ms;
+        true
+    }
+
     /// When the store lets go of it (Unix ms), if ever.
     pub(crate) fn expires_at_ms(&self) -> Option<u64> {
         self.ttl_ms.map(|t| self.created_at_ms.saturating_add(t))
