@@ -15,15 +15,16 @@
 
 use rmcp::handler::server::{
     router::{prompt::PromptRouter, tool::ToolRouter},
+    tool::InputResponses,
     wrapper::Parameters,
 };
 use rmcp::model::{
-    CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
-    CreateMessageRequestParams, ElicitRequestParams, JsonObject, ListResourceTemplatesResult,
-    ListResourcesResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, SamplingMessage,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, InputRequest, InputRequiredResult, JsonObject,
+    ListResourceTemplatesResult, ListResourcesResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
+    SamplingMessage, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{
@@ -173,6 +174,53 @@ impl Conformance {
             }
         }
         Ok(text("Tool with logging executed successfully"))
+    }
+
+    #[tool(description = "Sends log notifications while it runs (the name MCP 2026-07-28's suite uses).")]
+    async fn test_logging_tool(&self, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.test_tool_with_logging(ctx).await
+    }
+
+    #[tool(
+        description = "Needs the client's sampling capability: refused with -32021 when it was not declared."
+    )]
+    async fn test_missing_capability(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if ctx.peer.peer_info().is_some_and(|i| i.capabilities.sampling.is_some()) {
+            return Ok(text("The client declared the sampling capability"));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode(-32021),
+            "the client did not declare the capabilities this request needs: sampling",
+            Some(json!({"requiredCapabilities": {"sampling": {}}})),
+        ))
+    }
+
+    #[tool(
+        description = "Asks for user input: on MCP 2026-07-28 by an input-required result (rmcp's InputRequiredResult, key input), on a session by a request."
+    )]
+    async fn test_streaming_elicitation(
+        &self,
+        InputResponses(answers): InputResponses,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let params = json!({"mode": "form", "message": "Please provide input", "requestedSchema": {
+            "type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}});
+        let modern = ctx.protocol_version().is_some_and(|v| v.as_str() >= "2026-07-28");
+        if !modern {
+            let r = elicit(&ctx, from_json(params)?).await?;
+            return Ok(text(format!("received: {}", r["content"]["value"])).into());
+        }
+        match answers.and_then(|a| a.get("input").cloned()) {
+            Some(a) => Ok(text(format!("received: {}", a["content"]["value"])).into()),
+            None => {
+                let ask: InputRequest = from_json(json!({"method": "elicitation/create", "params": params}))?;
+                let asks = std::collections::BTreeMap::from([("input".to_owned(), ask)]);
+                Ok(InputRequiredResult::new(Some(asks), None).into())
+            }
+        }
     }
 
     #[tool(description = "Reports progress while it runs.")]
