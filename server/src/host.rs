@@ -41,6 +41,18 @@ pub trait Host: Send + Sync + 'static {
         true
     }
 
+    /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
+    /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
+    /// [`RequestContext::ask`] was answered, and verifies the state a retry
+    /// brings (`-32602` when it does not). An application that runs its own
+    /// rounds (it builds its input-required results and reads
+    /// `inputResponses` and `requestState` from the params itself, as an
+    /// rmcp handler does) returns `false`: the params reach it untouched,
+    /// and an `ask` on such a request finds no earlier answers.
+    fn seals_request_state(&self) -> bool {
+        true
+    }
+
     /// Handles one request; the result (or error) becomes the response.
     fn handle(
         &self,

@@ -953,7 +953,11 @@ pub(crate) fn start(
         });
         return Running { notifications, response, cancel };
     }
-    let answers = match early.map_or_else(|| brought(state, &binding).map_err(Err), Err) {
+    // The answers the retry brought for the handler's asks, verified; an
+    // application that runs its own rounds gets `requestState` untouched.
+    let seals = state.host.seals_request_state();
+    let verified = || if seals { brought(state, &binding).map_err(Err) } else { Ok(Map::new()) };
+    let answers = match early.map_or_else(verified, Err) {
         Ok(a) => a,
         Err(outcome) => {
             let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));

@@ -83,7 +83,8 @@ async fn rmcps_client_in_its_discover_lifecycle() {
 /// session is created. A handler written for a 2025 session that sends
 /// `peer.create_elicitation` is refused by rmcp's own peer on that version
 /// (it must return rmcp's `InputRequiredResult`): the client gets that
-/// error, never a request that waits for ever.
+/// error, never a request that waits for ever. One that returns rmcp's
+/// `InputRequiredResult` gets its answers on the client's retry.
 #[tokio::test]
 async fn rmcps_client_against_an_rmcp_handler_without_a_session() {
     let server = gapless_server::McpServer::builder(gapless_server_bin::rmcp_conformance().unwrap())
@@ -107,6 +108,13 @@ async fn rmcps_client_against_an_rmcp_handler_without_a_session() {
     let e = format!("{:?}", asked.expect_err("a server → client request has no place on 2026-07-28"));
     assert!(e.contains("InputRequiredResult"), "{e}");
     assert!(answers.asked.lock().unwrap().is_empty(), "the client was never asked");
+    // A tool that runs its own rounds (rmcp's InputRequiredResult and its
+    // sealed requestState, which the transport leaves to it): rmcp's client
+    // answers and retries.
+    let hello =
+        client.call_tool(CallToolRequestParams::new("test_input_required_result_elicitation")).await.unwrap();
+    assert_eq!(text(&hello), "Hello, Rs!");
+    assert_eq!(*answers.asked.lock().unwrap(), ["What is your name?"]);
     client.cancel().await.unwrap();
     assert_eq!(s.server.hub().len(), 0, "no session");
 }

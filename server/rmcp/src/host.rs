@@ -153,6 +153,12 @@ impl<S: ServerHandler> Host for RmcpHost<S> {
         self.inner.info.instructions.clone()
     }
 
+    /// An rmcp handler runs its own rounds on 2026-07-28 (it returns rmcp's
+    /// `InputRequiredResult` and reads `inputResponses` and `requestState`).
+    fn seals_request_state(&self) -> bool {
+        false
+    }
+
     fn handle(
         &self,
         method: String,

@@ -15,7 +15,7 @@
 
 use rmcp::handler::server::{
     router::{prompt::PromptRouter, tool::ToolRouter},
-    tool::InputResponses,
+    tool::{InputResponses, RequestState},
     wrapper::Parameters,
 };
 use rmcp::model::{
@@ -23,13 +23,13 @@ use rmcp::model::{
     CreateMessageRequestParams, ElicitRequestParams, InputRequest, InputRequiredResult, JsonObject,
     ListResourceTemplatesResult, ListResourcesResult, LoggingLevel, LoggingMessageNotificationParam,
     PaginatedRequestParams, ProgressNotificationParam, PromptMessage, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
-    SamplingMessage, ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestStateCodec, Resource, ResourceContents,
+    ResourceTemplate, Role, SamplingMessage, SealOptions, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{
-    prompt, prompt_handler, prompt_router, schemars, tool, tool_handler, tool_router, ErrorData, RoleServer,
-    ServerHandler,
+    prompt, prompt_router, schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -99,6 +99,16 @@ fn internal(e: impl std::fmt::Display) -> ErrorData {
 /// constructors take more lines than the JSON).
 fn from_json<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, ErrorData> {
     serde_json::from_value(v).map_err(internal)
+}
+
+/// `Rounds::ask`, or return the input-required result from the tool.
+macro_rules! ask {
+    ($rounds:expr, $asks:expr) => {
+        match $rounds.ask($asks)? {
+            Ok(answers) => answers,
+            Err(more) => return Ok(more.into()),
+        }
+    };
 }
 
 /// The schema `json_schema_2020_12_tool` is listed with, verbatim (SEP-1613).
@@ -221,6 +231,135 @@ impl Conformance {
                 Ok(InputRequiredResult::new(Some(asks), None).into())
             }
         }
+    }
+
+    #[tool(description = "Asks the user's name (input key user_name), then greets them.")]
+    async fn test_input_required_result_elicitation(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_elicitation", &ctx, responses, state)?;
+        let a = ask!(r, &[("user_name", elicit_input("What is your name?", "name", "string"))]);
+        Ok(text(format!("Hello, {}!", a["user_name"]["content"]["name"].as_str().unwrap_or_default())).into())
+    }
+
+    #[tool(description = "Asks the client's LLM a question (capital_question).")]
+    async fn test_input_required_result_sampling(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_sampling", &ctx, responses, state)?;
+        let a = ask!(r, &[("capital_question", sample_input("What is the capital of France?"))]);
+        let said = a["capital_question"]["content"]["text"].as_str().unwrap_or_default();
+        Ok(text(format!("The LLM answered: {said}")).into())
+    }
+
+    #[tool(description = "Asks the client's roots (client_roots).")]
+    async fn test_input_required_result_list_roots(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_list_roots", &ctx, responses, state)?;
+        let a = ask!(r, &[("client_roots", roots_input())]);
+        Ok(text(format!("The client's roots: {}", root_uris(&a["client_roots"]))).into())
+    }
+
+    #[tool(
+        description = "Asks for a confirmation (confirm); its answer travels with the sealed requestState."
+    )]
+    async fn test_input_required_result_request_state(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_request_state", &ctx, responses, state)?;
+        let a = ask!(r, &[("confirm", elicit_input("Please confirm", "ok", "boolean"))]);
+        Ok(text(format!("state-ok: confirmed={}", a["confirm"]["content"]["ok"])).into())
+    }
+
+    #[tool(description = "Asks for a confirmation; a retry whose requestState was altered is refused.")]
+    async fn test_input_required_result_tampered_state(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_tampered_state", &ctx, responses, state)?;
+        let a = ask!(r, &[("confirm", elicit_input("Please confirm", "ok", "boolean"))]);
+        Ok(text(format!("state-ok: confirmed={}", a["confirm"]["content"]["ok"])).into())
+    }
+
+    #[tool(description = "Asks for a name, an LLM greeting and the roots at once.")]
+    async fn test_input_required_result_multiple_inputs(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_multiple_inputs", &ctx, responses, state)?;
+        let a = ask!(
+            r,
+            &[
+                ("user_name", elicit_input("What is your name?", "name", "string")),
+                ("greeting", sample_input("Write a short greeting.")),
+                ("client_roots", roots_input()),
+            ]
+        );
+        Ok(text(format!(
+            "name={}, greeting={}, roots={}",
+            a["user_name"]["content"]["name"].as_str().unwrap_or_default(),
+            a["greeting"]["content"]["text"].as_str().unwrap_or_default(),
+            root_uris(&a["client_roots"])
+        ))
+        .into())
+    }
+
+    #[tool(description = "Asks a name (step1), then a colour (step2), then answers with both.")]
+    async fn test_input_required_result_multi_round(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_multi_round", &ctx, responses, state)?;
+        let a = ask!(r, &[("step1", elicit_input("Step 1: What is your name?", "name", "string"))]);
+        let b =
+            ask!(r, &[("step2", elicit_input("Step 2: What is your favorite color?", "color", "string"))]);
+        Ok(text(format!(
+            "{}'s favorite color is {}",
+            a["step1"]["content"]["name"].as_str().unwrap_or_default(),
+            b["step2"]["content"]["color"].as_str().unwrap_or_default()
+        ))
+        .into())
+    }
+
+    #[tool(description = "Asks only for the inputs the client declared it can give (elicitation, sampling).")]
+    async fn test_input_required_result_capabilities(
+        &self,
+        responses: InputResponses,
+        state: RequestState,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut r = Rounds::new("test_input_required_result_capabilities", &ctx, responses, state)?;
+        let mut asks = vec![];
+        if r.capabilities.get("elicitation").is_some_and(|c| !c.is_null()) {
+            asks.push(("user_name", elicit_input("What is your name?", "name", "string")));
+        }
+        if r.capabilities.get("sampling").is_some_and(|c| !c.is_null()) {
+            asks.push(("capital_question", sample_input("What is the capital of France?")));
+        }
+        if asks.is_empty() {
+            return Ok(text("The client declared no capability to ask with").into());
+        }
+        let a = ask!(r, &asks);
+        Ok(text(format!("answered: {}", a.keys().cloned().collect::<Vec<_>>().join(", "))).into())
     }
 
     #[tool(description = "Reports progress while it runs.")]
@@ -348,6 +487,130 @@ impl Conformance {
     }
 }
 
+/// Multi round-trip requests (SEP-2322) written in rmcp, as the demo's
+/// `RequestContext::ask` does them on gapless: the answers a retry brings
+/// are those sealed in its `requestState` (HMAC under a per-process key,
+/// bound to the tool), then its `inputResponses`; an ask whose keys are all
+/// answered gets them, else the tool answers with an `InputRequiredResult`
+/// naming the missing ones and sealing the answers used so far.
+struct Rounds {
+    known: serde_json::Map<String, serde_json::Value>,
+    used: serde_json::Map<String, serde_json::Value>,
+    capabilities: serde_json::Value,
+    tool: &'static str,
+}
+
+fn codec() -> &'static RequestStateCodec {
+    static CODEC: std::sync::OnceLock<RequestStateCodec> = std::sync::OnceLock::new();
+    CODEC.get_or_init(|| {
+        let mut key = [0u8; 32];
+        getrandom::getrandom(&mut key).expect("the OS CSPRNG");
+        RequestStateCodec::try_new(key.to_vec()).expect("a 32-byte key")
+    })
+}
+
+impl Rounds {
+    fn new(
+        tool: &'static str,
+        ctx: &RequestContext<RoleServer>,
+        InputResponses(responses): InputResponses,
+        RequestState(state): RequestState,
+    ) -> Result<Self, ErrorData> {
+        let mut known = match state {
+            Some(s) => codec()
+                .open_json_with::<serde_json::Map<String, serde_json::Value>>(&s, tool.as_bytes())
+                .map_err(|e| ErrorData::invalid_params(format!("requestState rejected: {e}"), None))?,
+            None => serde_json::Map::new(),
+        };
+        for (k, v) in responses.unwrap_or_default() {
+            known.entry(k).or_insert(v);
+        }
+        let capabilities = ctx
+            .peer
+            .peer_info()
+            .and_then(|i| serde_json::to_value(&i.capabilities).ok())
+            .unwrap_or_else(|| json!({}));
+        Ok(Rounds { known, used: serde_json::Map::new(), capabilities, tool })
+    }
+
+    /// The answers to `asks` (`(key, {method, params})`), or the result that
+    /// asks for what is missing.
+    fn ask(
+        &mut self,
+        asks: &[(&str, serde_json::Value)],
+    ) -> Result<Result<serde_json::Map<String, serde_json::Value>, InputRequiredResult>, ErrorData> {
+        let mut missing_caps = serde_json::Map::new();
+        for (_, a) in asks {
+            let cap = match a["method"].as_str() {
+                Some("elicitation/create") => "elicitation",
+                Some("sampling/createMessage") => "sampling",
+                _ => "roots",
+            };
+            if self.capabilities.get(cap).is_none_or(serde_json::Value::is_null) {
+                missing_caps.insert(cap.into(), json!({}));
+            }
+        }
+        if !missing_caps.is_empty() {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode(-32021),
+                "the client did not declare the capabilities these inputs need",
+                Some(json!({"requiredCapabilities": missing_caps})),
+            ));
+        }
+        let mut have = serde_json::Map::new();
+        let mut missing = std::collections::BTreeMap::new();
+        for (key, a) in asks {
+            match self.known.get(*key) {
+                Some(v) => {
+                    let ok = match a["method"].as_str() {
+                        Some("elicitation/create") => {
+                            matches!(v["action"].as_str(), Some("accept" | "decline" | "cancel"))
+                        }
+                        Some("sampling/createMessage") => v["role"].is_string() && v.get("content").is_some(),
+                        _ => v["roots"].is_array(),
+                    };
+                    if !ok {
+                        return Err(ErrorData::invalid_params(
+                            format!("inputResponses[{key:?}] is not a result of {}", a["method"]),
+                            None,
+                        ));
+                    }
+                    have.insert((*key).to_owned(), v.clone());
+                }
+                None => drop(missing.insert((*key).to_owned(), from_json::<InputRequest>(a.clone())?)),
+            }
+        }
+        self.used.extend(have.clone());
+        if missing.is_empty() {
+            return Ok(Ok(have));
+        }
+        let state = codec()
+            .seal_json_with(&self.used, &SealOptions::new().associated_data(self.tool.as_bytes()))
+            .map_err(internal)?;
+        Ok(Err(InputRequiredResult::new(Some(missing), Some(state))))
+    }
+}
+
+fn elicit_input(message: &str, field: &str, ty: &str) -> serde_json::Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": {
+        "type": "object", "properties": {field: {"type": ty}}, "required": [field]}}})
+}
+
+fn sample_input(question: &str) -> serde_json::Value {
+    json!({"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": question}}], "maxTokens": 100}})
+}
+
+fn roots_input() -> serde_json::Value {
+    json!({"method": "roots/list"})
+}
+
+fn root_uris(r: &serde_json::Value) -> String {
+    let uris: Vec<&str> =
+        r["roots"].as_array().into_iter().flatten().filter_map(|x| x["uri"].as_str()).collect();
+    uris.join(", ")
+}
+
 /// Sends an elicitation and returns the client's answer as JSON.
 async fn elicit(
     ctx: &RequestContext<RoleServer>,
@@ -391,6 +654,13 @@ impl Conformance {
         ]
     }
 
+    #[prompt(description = "A prompt that asks the user for its context first (user_context)")]
+    async fn test_input_required_result_prompt(&self) -> Result<Vec<PromptMessage>, ErrorData> {
+        // Listed here; served by `get_prompt` below, which reads the retry's
+        // inputResponses and requestState (a prompt's context has neither).
+        Err(internal("test_input_required_result_prompt is served by get_prompt"))
+    }
+
     #[prompt(description = "A prompt with an image")]
     async fn test_prompt_with_image(&self) -> Result<Vec<PromptMessage>, ErrorData> {
         Ok(vec![
@@ -426,8 +696,55 @@ fn read(uri: &str) -> Result<ResourceContents, ErrorData> {
 }
 
 #[tool_handler(router = self.tool_router)]
-#[prompt_handler(router = self.prompt_router)]
+// `get_prompt` and `list_prompts` by hand, not `#[prompt_handler]` (whose
+// `get_prompt` would replace this one): see `get_prompt`.
 impl ServerHandler for Conformance {
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, ErrorData> {
+        let modern = context.protocol_version().is_some_and(|v| v.as_str() >= "2026-07-28");
+        Ok(rmcp::model::ListPromptsResult {
+            result_type: Some(rmcp::model::ResultType::COMPLETE),
+            prompts: self.prompt_router.list_all(),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: modern.then_some(0),
+            cache_scope: modern.then_some(rmcp::model::CacheScope::Public),
+        })
+    }
+
+    /// The router's, but for `test_input_required_result_prompt`, which asks
+    /// the user for its context first (user_context) by an input-required
+    /// result: a prompt's router context has no `inputResponses`.
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        if request.name == "test_input_required_result_prompt" {
+            let responses = InputResponses(request.input_responses);
+            let state = RequestState(request.request_state);
+            let mut r = Rounds::new("test_input_required_result_prompt", &context, responses, state)?;
+            let a = match r.ask(&[(
+                "user_context",
+                elicit_input("What context should the prompt use?", "context", "string"),
+            )])? {
+                Ok(a) => a,
+                Err(more) => return Ok(rmcp::model::GetPromptResponse::InputRequired(more)),
+            };
+            let ctx = a["user_context"]["content"]["context"].as_str().unwrap_or_default();
+            let msg = PromptMessage::new_text(Role::User, format!("Answer in this context: {ctx}"));
+            return Ok(rmcp::model::GetPromptResponse::Complete(rmcp::model::GetPromptResult::new(vec![
+                msg,
+            ])));
+        }
+        let ctx =
+            rmcp::handler::server::prompt::PromptContext::new(self, request.name, request.arguments, context);
+        self.prompt_router.get_prompt(ctx).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
