@@ -743,8 +743,15 @@ impl Exchange {
         // If this future is dropped from here on (the client went away,
         // the server shuts down), the guard lets go of the work and fails
         // a record that may have been stored.
-        let (id, mut created, guard) =
-            self.tasks.create(self.caller.clone(), self.client.clone(), opts, self.work.clone()).await?;
+        let made = self.tasks.create(self.caller.clone(), self.client.clone(), opts, self.work.clone()).await;
+        let (id, mut created, guard) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                // Not a task: the handler may try again.
+                self.creating.store(false, Ordering::Release);
+                return Err(e);
+            }
+        };
         created.insert("resultType".into(), json!("task"));
         // The handle goes out only if the attempt is still open: an ask
         // that ended it meanwhile (a concurrent one) answered already.
@@ -755,8 +762,14 @@ impl Exchange {
             return Err(ended());
         };
         let _ = self.task.set((id.clone(), created.clone()));
-        let _ = tx.send(End::Task(created));
+        let sent = tx.send(End::Task(created)).is_ok();
         drop(end);
+        if !sent {
+            // Nobody runs the request any more (only a handler's spawned
+            // work could still call this): no handle went out.
+            drop(guard);
+            return Err(ended());
+        }
         guard.disarm();
         Ok(id)
     }

@@ -271,6 +271,10 @@ struct Work {
 /// See [`Tasks::abandon_on_drop`].
 pub(crate) struct Abandon {
     tasks: Option<(Arc<Tasks>, String, &'static str)>,
+    /// Whether dropping it cancels the work's token (the handler's own
+    /// until its task is handed out): yes when the request is gone, no
+    /// when its handler goes on without a task.
+    stop_work: bool,
 }
 
 impl Abandon {
@@ -278,13 +282,21 @@ impl Abandon {
     pub(crate) fn disarm(mut self) {
         self.tasks = None;
     }
+
+    /// Fails the record but leaves the handler's token alone: the handler
+    /// goes on (serving the call without a task).
+    fn release(mut self) {
+        self.stop_work = false;
+    }
 }
 
 impl Drop for Abandon {
     fn drop(&mut self) {
         let Some((tasks, id, why)) = self.tasks.take() else { return };
         if let Some(w) = crate::state::lock(&tasks.running).remove(&id) {
-            w.cancel.cancel();
+            if self.stop_work {
+                w.cancel.cancel();
+            }
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { tasks.record(&id, Err(RpcError::new(code::INTERNAL_ERROR, why))).await });
@@ -386,8 +398,9 @@ impl Tasks {
                     guard.disarm(); // nothing stored
                 } else {
                     // The write may have reached the store unconfirmed: the
-                    // guard fails that record (once the store answers).
-                    drop(guard);
+                    // guard fails that record (once the store answers); the
+                    // handler is told and goes on.
+                    guard.release();
                 }
                 crate::state::lock(&self.running).remove(&id);
                 self.metrics.task_refused(if matches!(e, CreateError::Store(_)) {
@@ -414,7 +427,7 @@ impl Tasks {
     /// records the task failed with `why` (in a task of its own: it runs
     /// on drop). A record never stored is left alone (nothing to change).
     pub(crate) fn abandon_on_drop(self: &Arc<Self>, id: &str, why: &'static str) -> Abandon {
-        Abandon { tasks: Some((Arc::clone(self), id.to_owned(), why)) }
+        Abandon { tasks: Some((Arc::clone(self), id.to_owned(), why)), stop_work: true }
     }
 
     /// Runs the work of task `id` to its end: its outcome recorded unless
