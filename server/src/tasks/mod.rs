@@ -20,14 +20,20 @@
 //! every change is one atomic step of the store (`TaskStore::modify`), so
 //! a cancel racing the work's end leaves exactly one of them in the record.
 
+mod listen;
+mod methods;
 pub(crate) mod redis;
 pub(crate) mod store;
+mod wire;
+
+pub(crate) use listen::{Watched, LISTEN_POLL};
+pub(crate) use wire::{now_ms, wire};
 
 use crate::jsonrpc::{code, RpcError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use store::{CreateError, Lookup, Record, Status, TaskStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -43,75 +49,6 @@ const INPUT_POLL: Duration = Duration::from_millis(200);
 /// How often running work looks at its record: a cancel served by another
 /// cluster node, or an expiry, stops it within this.
 const WORK_POLL: Duration = Duration::from_secs(1);
-
-/// How often a listen stream looks at the tasks it watches.
-pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(500);
-
-/// The tasks a `subscriptions/listen` stream watches (`taskIds`), and what
-/// it last sent of each.
-pub(crate) struct Watched {
-    tasks: Arc<Tasks>,
-    caller: Option<String>,
-    /// Task id → (status, last update, outstanding keys) last sent.
-    seen: HashMap<String, Option<(Status, u64, Vec<String>)>>,
-}
-
-impl Watched {
-    pub(crate) fn new(tasks: Arc<Tasks>, caller: Option<String>) -> Self {
-        Watched { tasks, caller, seen: HashMap::new() }
-    }
-
-    /// Watches those of `ids` the caller may see (and that are not
-    /// terminal-and-sent yet); returns them, for the acknowledgment.
-    pub(crate) async fn agree(&mut self, ids: &[String]) -> Vec<String> {
-        let mut agreed = vec![];
-        for id in ids {
-            if agreed.contains(id) {
-                continue;
-            }
-            let found = self.tasks.store.get(id, now_ms()).await;
-            if let Ok(Lookup::Found(_)) = found.map(|l| visible(l, self.caller.as_deref())) {
-                self.seen.insert(id.clone(), None);
-                agreed.push(id.clone());
-            }
-        }
-        agreed
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.seen.is_empty()
-    }
-
-    /// The ids it watches now.
-    pub(crate) fn ids(&self) -> Vec<String> {
-        self.seen.keys().cloned().collect()
-    }
-
-    /// The `DetailedTask` of watched task `id` if it changed since it was
-    /// last sent (each is sent once as it is at first); a terminal one is
-    /// sent once and no longer watched, an expired or vanished one is
-    /// dropped. A store that does not answer is asked at the next poll.
-    /// One at a time, so that a stream holds at most one built and what its
-    /// queue holds.
-    pub(crate) async fn change(&mut self, id: &str) -> Option<Map<String, Value>> {
-        let l = match self.tasks.store.get(id, now_ms()).await {
-            Ok(l) => visible(l, self.caller.as_deref()),
-            Err(_) => return None,
-        };
-        let Lookup::Found(r) = l else {
-            self.seen.remove(id);
-            return None;
-        };
-        let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
-        let out = (self.seen.get(id) != Some(&mark)).then(|| wire(&r, true));
-        if r.status.is_terminal() {
-            self.seen.remove(id);
-        } else {
-            self.seen.insert(id.to_owned(), mark);
-        }
-        out
-    }
-}
 
 /// Whether `capabilities` (a request's declared client capabilities)
 /// include the tasks extension.
@@ -174,67 +111,6 @@ impl From<TaskError> for RpcError {
             TaskError::Unavailable(m) => RpcError::new(code::INTERNAL_ERROR, m),
         }
     }
-}
-
-/// Unix time now, in milliseconds.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// `ms` (Unix) as ISO 8601 in UTC with milliseconds:
-/// `2026-12-02T15:42:41.123Z`.
-pub(crate) fn iso8601(ms: u64) -> String {
-    let (secs, milli) = (ms / 1000, ms % 1000);
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Days to a civil date (proleptic Gregorian; H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// A task's fields as the wire has them (`Task`), with the status's own
-/// payload (`inputRequests`, `result`, `error`) when `detailed`
-/// (`tasks/get`, a `DetailedTask`). A key without a value is left out,
-/// `ttlMs` but: it is `null` for a task kept without a TTL.
-pub(crate) fn wire(r: &Record, detailed: bool) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("taskId".into(), json!(r.id));
-    m.insert("status".into(), json!(r.status.as_str()));
-    if let Some(s) = &r.status_message {
-        m.insert("statusMessage".into(), json!(s));
-    }
-    m.insert("createdAt".into(), json!(iso8601(r.created_at_ms)));
-    m.insert("lastUpdatedAt".into(), json!(iso8601(r.updated_at_ms)));
-    m.insert("ttlMs".into(), r.ttl_ms.map_or(Value::Null, |t| json!(t)));
-    if let Some(p) = r.poll_interval_ms {
-        m.insert("pollIntervalMs".into(), json!(p));
-    }
-    if detailed {
-        match r.status {
-            Status::InputRequired => {
-                drop(m.insert("inputRequests".into(), Value::Object(r.input_requests.clone())))
-            }
-            Status::Completed => drop(m.insert("result".into(), r.result.clone().unwrap_or(json!({})))),
-            Status::Failed => drop(m.insert(
-                "error".into(),
-                r.error.clone().unwrap_or(json!({"code": code::INTERNAL_ERROR, "message": "failed"})),
-            )),
-            Status::Working | Status::Cancelled => {}
-        }
-    }
-    m
 }
 
 /// The limits a task is created under, from the server's configuration.
@@ -623,146 +499,11 @@ impl Tasks {
             }
         }
     }
-
-    /// Serves `tasks/get`, `tasks/update`, `tasks/cancel` of a 2026-07-28
-    /// request that declared `capabilities`, from `caller`, for an
-    /// application that `serves` the extension (its capabilities name it);
-    /// any other `tasks/` method, or any at all for an application that
-    /// does not, is not served (-32601).
-    pub(crate) async fn serve(
-        &self,
-        method: &str,
-        params: &Value,
-        capabilities: &Value,
-        caller: Option<&str>,
-        serves: bool,
-    ) -> Result<Value, RpcError> {
-        if !serves || !matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel") {
-            return Err(RpcError::method_not_found(method));
-        }
-        if !declares(capabilities) {
-            return Err(required());
-        }
-        let id = match params.get("taskId") {
-            Some(Value::String(s)) => s.as_str(),
-            _ => return Err(RpcError::invalid_params("params.taskId must be a string")),
-        };
-        let now = now_ms();
-        match method {
-            "tasks/get" => match visible(self.store.get(id, now).await.map_err(unavailable)?, caller) {
-                Lookup::Found(r) => Ok(Value::Object(wire(&r, true))),
-                l => Err(not_found(id, &l)),
-            },
-            "tasks/update" => self.update(id, params, caller, now).await,
-            _ => self.cancel(id, caller, now).await,
-        }
-    }
-
-    /// `tasks/update`: answers to outstanding input requests move into the
-    /// record (other keys are ignored), all or none; the task is working
-    /// again once none is outstanding. Acknowledged only once recorded.
-    async fn update(
-        &self,
-        id: &str,
-        params: &Value,
-        caller: Option<&str>,
-        now: u64,
-    ) -> Result<Value, RpcError> {
-        let responses = match params.get("inputResponses") {
-            Some(Value::Object(m)) => m.clone(),
-            None | Some(Value::Null) => Map::new(),
-            Some(_) => return Err(RpcError::invalid_params("params.inputResponses must be an object")),
-        };
-        self.check_owner(id, caller, now).await?;
-        let mut invalid: Option<String> = None;
-        let mut change = |r: &mut Record| {
-            invalid = None;
-            if r.status.is_terminal() {
-                return false;
-            }
-            let mut take = vec![];
-            for (k, v) in &responses {
-                let Some(req) = r.input_requests.get(k) else { continue };
-                let method = req.get("method").and_then(Value::as_str).unwrap_or_default();
-                if let Err(why) = crate::input_state::check_answer(method, v) {
-                    invalid = Some(format!("inputResponses[{k:?}] is not a result of {method}: {why}"));
-                    return false;
-                }
-                take.push(k.clone());
-            }
-            if take.is_empty() {
-                return false;
-            }
-            for k in take {
-                r.input_requests.remove(&k);
-                r.answers.insert(k.clone(), responses[&k].clone());
-            }
-            if r.input_requests.is_empty() {
-                r.status = Status::Working;
-            }
-            r.updated_at_ms = now;
-            true
-        };
-        let l = visible(self.store.modify(id, now, &mut change).await.map_err(unavailable)?, caller);
-        if let Some(why) = invalid {
-            return Err(RpcError::invalid_params(why));
-        }
-        match l {
-            Lookup::Found(_) => {
-                if let Some(w) = crate::state::lock(&self.running).get(id) {
-                    w.input.notify_one();
-                }
-                Ok(json!({}))
-            }
-            l => Err(not_found(id, &l)),
-        }
-    }
-
-    /// `tasks/cancel`: a task not yet terminal becomes cancelled at once and
-    /// its work here is stopped; a terminal one is acknowledged unchanged.
-    async fn cancel(&self, id: &str, caller: Option<&str>, now: u64) -> Result<Value, RpcError> {
-        self.check_owner(id, caller, now).await?;
-        let mut ended = false;
-        let mut change = |r: &mut Record| {
-            ended = r.end(Status::Cancelled, None, Some("cancelled by the client".into()), now);
-            ended
-        };
-        let after = self.store.modify(id, now, &mut change).await;
-        if ended {
-            self.count_end(&after);
-        }
-        match visible(after.map_err(unavailable)?, caller) {
-            Lookup::Found(_) => {
-                if let Some(w) = crate::state::lock(&self.running).get(id) {
-                    w.cancel.cancel();
-                }
-                Ok(json!({}))
-            }
-            l => Err(not_found(id, &l)),
-        }
-    }
-
-    /// Refuses, as unknown, a task that is not `caller`'s, before anything
-    /// of it changes.
-    async fn check_owner(&self, id: &str, caller: Option<&str>, now: u64) -> Result<(), RpcError> {
-        match visible(self.store.get(id, now).await.map_err(unavailable)?, caller) {
-            Lookup::Found(_) => Ok(()),
-            l => Err(not_found(id, &l)),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_iso8601_utc() {
-        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(iso8601(1_796_226_161_123), "2026-12-02T15:42:41.123Z");
-        assert_eq!(iso8601(4_107_542_399_999), "2100-02-28T23:59:59.999Z");
-    }
 
     #[test]
     fn the_extension_is_declared_under_extensions() {
