@@ -306,3 +306,67 @@ async fn session_subscription_paces_every_stream() {
     drop(sub);
     tokio::time::timeout(Duration::from_secs(10), w).await.unwrap().unwrap();
 }
+
+/// A stream subscription resumed from a snapshot of interleaved streams
+/// (the replay walks the stream's own events, not the range) yields, by
+/// batch and by `try_recv`, exactly the stream's events after the cursor,
+/// each batch within one chunk, and then goes on live.
+#[tokio::test]
+async fn stream_replay_of_interleaved_streams_yields_only_its_own() {
+    let (mut p, r) = ring(RingConfig { chunk_events: 16, ..RingConfig::new(1024, 1 << 20) }).unwrap();
+    let streams: Vec<_> = (0..5).map(|_| p.open_stream()).collect();
+    // Irregular interleaving: stream 2 gets every 3rd event and the 7th ones.
+    let mut mine = vec![];
+    for seq in 1..=400u64 {
+        let s = if seq % 3 == 0 || seq % 7 == 0 { 2 } else { (seq % 5) as usize };
+        p.publish(&streams[s], payload(seq)).unwrap();
+        if s == 2 {
+            mine.push(seq);
+        }
+    }
+    let target = streams[2].id();
+    let cursor = mine[20];
+    let want: Vec<u64> = mine.iter().copied().filter(|&s| s > cursor).collect();
+    let snap = r.snapshot_stream(target, Seq(cursor)).unwrap();
+    assert_eq!(snap.len(), want.len());
+    assert_eq!(snap.iter().len(), want.len());
+    assert_eq!(snap.iter().map(|e| e.seq.0).collect::<Vec<_>>(), want, "next()");
+    assert_eq!(
+        snap.iter().fold(vec![], |mut v, e| {
+            v.push(e.seq.0);
+            v
+        }),
+        want,
+        "fold()"
+    );
+    assert_eq!((snap.first(), snap.last()), (Some(Seq(want[0])), Some(Seq(*want.last().unwrap()))));
+
+    let mut by_batch = Subscription::new(&r, snap.clone());
+    let mut by_event = Subscription::new(&r, snap);
+    assert_eq!(by_batch.replay_pending(), want.len());
+    let mut got = vec![];
+    while got.len() < want.len() {
+        let batch = by_batch.try_recv_batch().unwrap();
+        let gapless::ring::NextBatch::Events(b) = batch else { panic!("replay is ready: {batch:?}") };
+        let seqs: Vec<u64> = b.iter().map(|e| e.seq.0).collect();
+        assert_eq!(b.len(), seqs.len());
+        assert_eq!(b.last().seq.0, *seqs.last().unwrap());
+        assert_eq!((seqs[0] - 1) / 16, (b.covered_to().0 - 1) / 16, "a batch stays within a chunk");
+        assert!(b.iter().all(|e| e.stream == target));
+        got.extend(seqs);
+        assert_eq!(by_batch.replay_pending(), want.len() - got.len().min(want.len()));
+    }
+    assert_eq!(got, want, "batches");
+    let mut one = vec![];
+    while let Ok(gapless::ring::Next::Event(e)) = by_event.try_recv() {
+        one.push(e.seq.0);
+    }
+    assert_eq!(one, want, "try_recv");
+    // Live after the replay.
+    let seq = p.publish(&streams[2], payload(401)).unwrap();
+    p.publish(&streams[1], payload(402)).unwrap();
+    match by_event.try_recv() {
+        Ok(gapless::ring::Next::Event(e)) => assert_eq!(e.seq, seq),
+        other => panic!("live event expected: {other:?}"),
+    }
+}

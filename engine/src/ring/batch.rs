@@ -18,6 +18,10 @@ pub struct Batch<'a> {
     /// Last seq of the range looked at (`>= from`).
     to: u64,
     filter: Option<StreamId>,
+    /// For a stream batch out of a snapshot: the stream's seqs in the
+    /// range, as offsets from the base, so that iterating reads no cell of
+    /// another stream.
+    own: Option<(&'a [u32], u64)>,
 }
 
 impl fmt::Debug for Batch<'_> {
@@ -38,10 +42,20 @@ impl<'a> Batch<'a> {
     /// `>= to` with Acquire), `chunk` holds them
     /// (`chunk.first <= from <= to < chunk.first + chunk.len()`) and stays
     /// pinned for `'a`. Reading cells relies on it. (`from` must also be
-    /// yielded, i.e. match `filter`, or `last` panics.)
-    pub(crate) unsafe fn new(chunk: &'a Chunk, from: u64, to: u64, filter: Option<StreamId>) -> Self {
+    /// yielded, i.e. match `filter`, or `last` panics.) `own`, if given, is
+    /// every seq of `filter`'s stream in the range, in order, as offsets
+    /// from its base (and `from` is the first of them).
+    pub(crate) unsafe fn new(
+        chunk: &'a Chunk,
+        from: u64,
+        to: u64,
+        filter: Option<StreamId>,
+        own: Option<(&'a [u32], u64)>,
+    ) -> Self {
         debug_assert!(chunk.first <= from && from <= to && to < chunk.first + chunk.len() as u64);
-        Batch { chunk, from, to, filter }
+        debug_assert!(own.map_or(true, |(o, base)| filter.is_some()
+            && o.first().map(|&x| base + u64::from(x)) == Some(from)));
+        Batch { chunk, from, to, filter, own }
     }
 
     /// Seq of the first event.
@@ -59,9 +73,10 @@ impl<'a> Batch<'a> {
     /// How many events it yields (at least 1; counts them for a stream
     /// batch).
     pub fn len(&self) -> usize {
-        match self.filter {
-            None => (self.to + 1 - self.from) as usize,
-            Some(_) => self.iter().count(),
+        match (self.filter, self.own) {
+            (None, _) => (self.to + 1 - self.from) as usize,
+            (Some(_), Some((own, _))) => own.len(),
+            (Some(_), None) => self.iter().count(),
         }
     }
 
@@ -72,11 +87,14 @@ impl<'a> Batch<'a> {
 
     /// The events, in seq order.
     pub fn iter(&self) -> BatchIter<'a> {
-        BatchIter { batch: *self, next: self.from }
+        BatchIter { batch: *self, next: self.from, i: 0 }
     }
 
     /// The last event.
     pub fn last(&self) -> EventRef<'a> {
+        if let Some((own, base)) = self.own {
+            return self.get(base + u64::from(*own.last().expect("`from` is yielded")));
+        }
         (self.from..=self.to)
             .rev()
             .map(|s| self.get(s))
@@ -110,7 +128,10 @@ impl<'a> IntoIterator for Batch<'a> {
 #[derive(Debug, Clone)]
 pub struct BatchIter<'a> {
     batch: Batch<'a>,
+    /// Next seq to look at (without `own`).
     next: u64,
+    /// Next index into `own`.
+    i: usize,
 }
 
 impl<'a> Iterator for BatchIter<'a> {
@@ -118,6 +139,11 @@ impl<'a> Iterator for BatchIter<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<EventRef<'a>> {
+        if let Some((own, base)) = self.batch.own {
+            let o = *own.get(self.i)?;
+            self.i += 1;
+            return Some(self.batch.get(base + u64::from(o)));
+        }
         while self.next <= self.batch.to {
             let e = self.batch.get(self.next);
             self.next += 1;
@@ -129,6 +155,10 @@ impl<'a> Iterator for BatchIter<'a> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
+        if let Some((own, _)) = self.batch.own {
+            let rest = own.len() - self.i;
+            return (rest, Some(rest));
+        }
         let rest = (self.batch.to + 1).saturating_sub(self.next) as usize;
         match self.batch.filter {
             None => (rest, Some(rest)),

@@ -211,7 +211,7 @@ impl Cursor {
         // `head >= to` (Acquire); the range lies in the cached chunk
         // (asserted), which the cursor pins for as long as the batch
         // borrows it; `from` is of the cursor's stream.
-        unsafe { Batch::new(chunk, from, to, self.stream.as_ref().map(|r| r.id)) }
+        unsafe { Batch::new(chunk, from, to, self.stream.as_ref().map(|r| r.id), None) }
     }
 
     /// Positions the cursor on a readable `next`: not past the head, not

@@ -8,6 +8,7 @@ use super::shared::Shared;
 use super::stream::StreamRecord;
 use crate::sync::{Arc, Ordering};
 use gapless_wire::{Seq, StreamId};
+use smallvec::SmallVec;
 use std::fmt;
 
 /// Why a snapshot could not be taken.
@@ -53,6 +54,16 @@ impl fmt::Display for SnapshotError {
 
 impl std::error::Error for SnapshotError {}
 
+/// The chunk references a snapshot holds inline: a gap that spans one or
+/// two chunks (the common short resume) pins without allocating.
+type Chunks = SmallVec<[Arc<Chunk>; 2]>;
+
+/// A stream snapshot's own events, as offsets from the range's first seq, in
+/// seq order: found by walking the stream's predecessor links back from its
+/// newest event, so that neither pinning nor reading it touches the cells
+/// of other streams. Up to 16 inline.
+type Own = SmallVec<[u32; 16]>;
+
 /// An owned set of consecutive events (optionally only those of one stream),
 /// pinned: it holds one reference per chunk, so the events stay readable
 /// after the ring evicts them. Cloning it clones those chunk references.
@@ -60,23 +71,23 @@ impl std::error::Error for SnapshotError {}
 pub struct Snapshot {
     shared: Arc<Shared>,
     /// Chunks covering `from ..= to`, in order.
-    chunks: Vec<Arc<Chunk>>,
+    chunks: Chunks,
     /// First seq covered (`to + 1` when empty).
     from: u64,
     /// Last seq covered.
     to: u64,
     /// Only events of this stream are yielded.
     filter: Option<StreamId>,
-    /// First and last yielded seq, if any.
-    first: Option<Seq>,
-    last: Option<Seq>,
+    /// With a filter: the seqs yielded, as offsets from `from` (empty
+    /// without one).
+    own: Own,
 }
 
 impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshot")
-            .field("first", &self.first)
-            .field("last", &self.last)
+            .field("first", &self.first())
+            .field("last", &self.last())
             .field("filter", &self.filter)
             .finish()
     }
@@ -84,31 +95,43 @@ impl fmt::Debug for Snapshot {
 
 impl Snapshot {
     pub(crate) fn empty(shared: Arc<Shared>, after: u64, filter: Option<StreamId>) -> Self {
-        Snapshot { shared, chunks: Vec::new(), from: after + 1, to: after, filter, first: None, last: None }
+        Snapshot { shared, chunks: Chunks::new(), from: after + 1, to: after, filter, own: Own::new() }
     }
 
     /// Pins the chunks covering `from ..= to`; `None` if one is gone.
     /// Caller guarantees every seq in the range was published (it observed a
     /// head `>= to` with Acquire).
-    pub(crate) fn pin(shared: &Arc<Shared>, from: u64, to: u64, filter: Option<StreamId>) -> Option<Self> {
+    pub(crate) fn pin(shared: &Arc<Shared>, from: u64, to: u64) -> Option<Self> {
         debug_assert!(from >= 1 && from <= to);
         let (k0, k1) = (shared.geo.chunk_no(from), shared.geo.chunk_no(to));
-        let mut chunks = Vec::with_capacity((k1 - k0 + 1) as usize);
+        let mut chunks = Chunks::with_capacity((k1 - k0 + 1) as usize);
         for k in k0..=k1 {
             chunks.push(shared.chunk_for(shared.geo.chunk_first(k))?);
         }
-        let mut s =
-            Snapshot { shared: Arc::clone(shared), chunks, from, to, filter, first: None, last: None };
-        match filter {
-            None => {
-                s.first = Some(Seq(from));
-                s.last = Some(Seq(to));
-            }
-            Some(_) => {
-                s.first = s.iter().next().map(|e| e.seq);
-                s.last = s.iter_rev_first().map(|e| e.seq);
-            }
+        Some(Snapshot { shared: Arc::clone(shared), chunks, from, to, filter: None, own: Own::new() })
+    }
+
+    /// Pins `from ..= to` as [`Snapshot::pin`] does and keeps only the
+    /// events of `stream`, whose newest event at or below `to` is `last`
+    /// (0: none). Walks the stream's predecessor links from `last` down to
+    /// `from`: one cell per event of the stream, none of other streams.
+    /// Caller guarantees, beyond `pin`'s, that `last <= to` and that no
+    /// event of `stream` lies in `last + 1 ..= to`.
+    fn pin_stream(shared: &Arc<Shared>, from: u64, to: u64, stream: StreamId, last: u64) -> Option<Self> {
+        debug_assert!(last <= to);
+        let mut s = Self::pin(shared, from, to)?;
+        s.filter = Some(stream);
+        let mut seq = last;
+        while seq >= from {
+            let slot = s.slot(seq);
+            debug_assert_eq!(slot.stream, stream, "a predecessor link stays in its stream");
+            let prev = slot.prev_in_stream;
+            // A pinned range spans at most the capacity plus two chunks
+            // (below 2^27 seqs), so an offset fits.
+            s.own.push((seq - from) as u32);
+            seq = prev;
         }
+        s.own.reverse();
         Some(s)
     }
 
@@ -119,24 +142,30 @@ impl Snapshot {
 
     /// Seq of the first event this snapshot yields.
     pub fn first(&self) -> Option<Seq> {
-        self.first
+        match self.filter {
+            None => (self.from <= self.to).then_some(Seq(self.from)),
+            Some(_) => self.own.first().map(|&o| Seq(self.from + u64::from(o))),
+        }
     }
 
     /// Seq of the last event this snapshot yields.
     pub fn last(&self) -> Option<Seq> {
-        self.last
+        match self.filter {
+            None => (self.from <= self.to).then_some(Seq(self.to)),
+            Some(_) => self.own.last().map(|&o| Seq(self.from + u64::from(o))),
+        }
     }
 
     /// Whether it yields no event.
     pub fn is_empty(&self) -> bool {
-        self.first.is_none()
+        self.first().is_none()
     }
 
-    /// How many events it yields (counts them for a stream snapshot).
+    /// How many events it yields.
     pub fn len(&self) -> usize {
         match self.filter {
             None => (self.to + 1 - self.from) as usize,
-            Some(_) => self.iter().count(),
+            Some(_) => self.own.len(),
         }
     }
 
@@ -144,11 +173,16 @@ impl Snapshot {
     /// `Subscription::replay_pending`).
     #[cfg(feature = "tokio")]
     pub(crate) fn len_from(&self, next: u64) -> usize {
-        let next = next.max(self.from);
         match self.filter {
-            None => (self.to + 1).saturating_sub(next) as usize,
-            Some(_) => SnapshotIter { snap: self, next }.count(),
+            None => (self.to + 1).saturating_sub(next.max(self.from)) as usize,
+            Some(_) => self.own.len() - self.own_before(next),
         }
+    }
+
+    /// How many of the stream's events lie below `seq` (with a filter).
+    fn own_before(&self, seq: u64) -> usize {
+        let off = seq.saturating_sub(self.from);
+        self.own.partition_point(|&o| u64::from(o) < off)
     }
 
     /// The stream this snapshot is restricted to, if any.
@@ -165,18 +199,30 @@ impl Snapshot {
 
     /// Iterates the events in seq order without touching reference counts.
     pub fn iter(&self) -> SnapshotIter<'_> {
-        SnapshotIter { snap: self, next: self.from }
+        SnapshotIter { snap: self, next: self.from, i: 0 }
     }
 
-    /// Reads `seq` (within `from ..= to`).
+    /// Iterates the events at `seq` or later.
+    fn iter_from(&self, seq: u64) -> SnapshotIter<'_> {
+        let i = if self.filter.is_some() { self.own_before(seq) } else { 0 };
+        SnapshotIter { snap: self, next: seq.max(self.from), i }
+    }
+
+    /// The cell of `seq` (within `from ..= to`).
     #[inline(always)]
-    pub(crate) fn get(&self, seq: u64) -> EventRef<'_> {
+    fn slot(&self, seq: u64) -> &super::chunk::Slot {
         let sh = &self.shared.geo;
         let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
         // SAFETY: `seq` is within the pinned range; `pin`'s caller observed a
         // head >= `to` with Acquire, so the cell was written and that write
         // happens-before this read; the chunk is kept alive by `self`.
-        let slot = unsafe { chunk.get(sh.cell_idx(seq)) };
+        unsafe { chunk.get(sh.cell_idx(seq)) }
+    }
+
+    /// Reads `seq` (within `from ..= to`).
+    #[inline(always)]
+    pub(crate) fn get(&self, seq: u64) -> EventRef<'_> {
+        let slot = self.slot(seq);
         EventRef {
             seq: Seq(seq),
             stream: slot.stream,
@@ -186,16 +232,13 @@ impl Snapshot {
     }
 
     pub(crate) fn prev_in_stream(&self, seq: u64) -> u64 {
-        let sh = &self.shared.geo;
-        let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
-        // SAFETY: as in `get`.
-        unsafe { chunk.get(sh.cell_idx(seq)) }.prev_in_stream
+        self.slot(seq).prev_in_stream
     }
 
     /// The first yielded event at or after `seq`.
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn next_from(&self, seq: u64) -> Option<EventRef<'_>> {
-        SnapshotIter { snap: self, next: seq.max(self.from) }.next()
+        self.iter_from(seq).next()
     }
 
     /// The range of the batch that starts at the first yielded event at or
@@ -214,15 +257,12 @@ impl Snapshot {
         let sh = &self.shared.geo;
         assert!(self.from <= from && from <= to && to <= self.to && sh.chunk_no(from) == sh.chunk_no(to));
         let chunk = &self.chunks[(sh.chunk_no(from) - sh.chunk_no(self.from)) as usize];
+        let own = self.filter.map(|_| (&self.own[self.own_before(from)..self.own_before(to + 1)], self.from));
         // SAFETY: `from ..= to` lies within the pinned range (asserted), so
         // it was published before the head `pin`'s caller acquired; it lies
         // in one chunk (asserted), the snapshot's, pinned while the batch
-        // borrows the snapshot.
-        unsafe { Batch::new(chunk, from, to, self.filter) }
-    }
-
-    fn iter_rev_first(&self) -> Option<EventRef<'_>> {
-        (self.from..=self.to).rev().map(|s| self.get(s)).find(|e| Some(e.stream) == self.filter)
+        // borrows the snapshot. The offsets are the stream's events in it.
+        unsafe { Batch::new(chunk, from, to, self.filter, own) }
     }
 }
 
@@ -238,7 +278,10 @@ impl<'a> IntoIterator for &'a Snapshot {
 #[derive(Debug)]
 pub struct SnapshotIter<'a> {
     snap: &'a Snapshot,
+    /// Next seq (a whole-ring snapshot).
     next: u64,
+    /// Next index into the snapshot's own seqs (a stream snapshot).
+    i: usize,
 }
 
 impl<'a> Iterator for SnapshotIter<'a> {
@@ -246,15 +289,19 @@ impl<'a> Iterator for SnapshotIter<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<EventRef<'a>> {
-        while self.next <= self.snap.to {
-            let e = self.snap.get(self.next);
-            self.next += 1;
-            match self.snap.filter {
-                Some(s) if s != e.stream => continue,
-                _ => return Some(e),
+        let snap = self.snap;
+        match snap.filter {
+            None if self.next <= snap.to => {
+                self.next += 1;
+                Some(snap.get(self.next - 1))
+            }
+            None => None,
+            Some(_) => {
+                let o = *snap.own.get(self.i)?;
+                self.i += 1;
+                Some(snap.get(snap.from + u64::from(o)))
             }
         }
-        None
     }
 
     /// Internal iteration (`for_each`, `fold`, `sum`, `count`, ...) walks
@@ -263,6 +310,12 @@ impl<'a> Iterator for SnapshotIter<'a> {
     fn fold<B, F: FnMut(B, EventRef<'a>) -> B>(self, init: B, mut f: F) -> B {
         let (snap, mut seq) = (self.snap, self.next);
         let mut acc = init;
+        if snap.filter.is_some() {
+            for &o in &snap.own[self.i..] {
+                acc = f(acc, snap.get(snap.from + u64::from(o)));
+            }
+            return acc;
+        }
         if seq > snap.to {
             return acc;
         }
@@ -277,15 +330,13 @@ impl<'a> Iterator for SnapshotIter<'a> {
                 // range, so the cell was written before the head we acquired
                 // and the chunk is kept alive by the snapshot.
                 let slot = unsafe { Chunk::read(cell) };
-                if snap.filter.map_or(true, |s| s == slot.stream) {
-                    let e = EventRef {
-                        seq: Seq(seq),
-                        stream: slot.stream,
-                        index_in_stream: slot.index_in_stream,
-                        payload: &slot.payload,
-                    };
-                    acc = f(acc, e);
-                }
+                let e = EventRef {
+                    seq: Seq(seq),
+                    stream: slot.stream,
+                    index_in_stream: slot.index_in_stream,
+                    payload: &slot.payload,
+                };
+                acc = f(acc, e);
                 seq += 1;
             }
             if seq > snap.to {
@@ -296,13 +347,15 @@ impl<'a> Iterator for SnapshotIter<'a> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let rest = (self.snap.to + 1).saturating_sub(self.next) as usize;
-        match self.snap.filter {
-            None => (rest, Some(rest)),
-            Some(_) => (0, Some(rest)),
-        }
+        let rest = match self.snap.filter {
+            None => (self.snap.to + 1).saturating_sub(self.next) as usize,
+            Some(_) => self.snap.own.len() - self.i,
+        };
+        (rest, Some(rest))
     }
 }
+
+impl ExactSizeIterator for SnapshotIter<'_> {}
 
 /// The stream's marks as the gap verdict needs them (`gap::stream_gap`).
 fn marks(rec: &StreamRecord, high: u64) -> StreamMarks {
@@ -334,7 +387,7 @@ pub(super) fn pin_after(sh: &Arc<Shared>, after: Seq) -> Result<Snapshot, Snapsh
     }
     // A chunk can only be missing if the producer evicted it after our
     // `oldest` load; it stored the new `oldest` before clearing the slot.
-    Snapshot::pin(sh, after.0 + 1, head, None).ok_or_else(|| {
+    Snapshot::pin(sh, after.0 + 1, head).ok_or_else(|| {
         let oldest = sh.oldest();
         evicted(oldest, gap::session_gap(after.0, oldest).expect_err("a chunk went, so oldest moved past it"))
     })
@@ -349,11 +402,23 @@ pub(super) fn pin_stream_after(
     after: Seq,
 ) -> Result<Snapshot, SnapshotError> {
     let rec = sh.stream(stream).ok_or(SnapshotError::UnknownStream { stream })?;
-    // Cells up to `hi` are written and visible once we read `hi` with
-    // Acquire (the producer writes the cell, then `high`), so `to` may
-    // exceed the head we read.
-    let hi = rec.high.load(Ordering::Acquire);
-    let to = sh.head().max(hi);
+    // `head` before `high`: every event of the stream up to the head we
+    // read stored `high` before that head, so `hi` is at least the
+    // stream's newest event up to `to` and the walk back from it misses
+    // none of them. Cells up to `hi` are written and visible once we read
+    // `hi` with Acquire (the producer writes the cell, then `high`), so
+    // `to` may exceed the head we read.
+    #[cfg(not(gapless_mutant = "high_before_head"))]
+    let (head, hi) = {
+        let head = sh.head();
+        (head, rec.high.load(Ordering::Acquire))
+    };
+    #[cfg(gapless_mutant = "high_before_head")]
+    let (head, hi) = {
+        let hi = rec.high.load(Ordering::Acquire);
+        (sh.head(), hi)
+    };
+    let to = head.max(hi);
     if after.0 > to {
         return Err(SnapshotError::Ahead { head: Seq(to) });
     }
@@ -364,7 +429,7 @@ pub(super) fn pin_stream_after(
         let snap = if from > to {
             Snapshot::empty(Arc::clone(sh), to, Some(stream))
         } else {
-            match Snapshot::pin(sh, from, to, Some(stream)) {
+            match Snapshot::pin_stream(sh, from, to, stream, hi) {
                 Some(s) => s,
                 None => continue, // evicted under us: the window moved, look again
             }
