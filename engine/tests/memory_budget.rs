@@ -1,8 +1,14 @@
-//! The hub's memory budget, measured with a counting allocator: a flood of
-//! sessions that each fill a large ring and are never read stays within the
-//! budget plus a constant, the flood's rings are evicted explicitly (a
-//! resume is refused with the numbers), and a canary session that is being
-//! read loses nothing.
+//! Memory, measured with a counting allocator.
+//!
+//! * A ring's heap stays within its byte budget, the cells of its window
+//!   and one chunk, plus a constant, with payloads made by `exact_bytes`
+//!   from `Vec`s that had twice the capacity they needed.
+//! * The hub's memory budget: a flood of sessions that each fill a large
+//!   ring and are never read stays within the budget plus a constant, the
+//!   flood's rings are evicted explicitly (a resume is refused with the
+//!   numbers), and a canary session that is being read loses nothing.
+//!
+//! The tests take turns (`SERIAL`): the counter is the whole process's.
 
 use bytes::Bytes;
 use gapless::{ErrorKind, Hub, HubConfig, ResumeRequest, RingConfig, Seq, SessionError};
@@ -39,11 +45,69 @@ static ALLOC: Counting = Counting;
 
 const MIB: usize = 1 << 20;
 
+/// One measuring test at a time: the counter sees every thread.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A ring whose byte budget binds (not its capacity) holds, at every
+/// publish, at most: its retained payloads as allocated (payloads of 512 B
+/// to 8 KiB made the way `serde_json::to_vec` leaves them, with twice the
+/// capacity they need, and passed through `exact_bytes`, which leaves at
+/// most an eighth plus 64 bytes unused); the evicted payloads still in the
+/// one chunk that is partly evicted; the cells of the chunks of its window
+/// and a spare; and a constant (slot table, stream record, the ring's
+/// shared state), measured before the first publish. Without `exact_bytes`
+/// the same ring holds twice its budget, and this fails.
+#[test]
+fn a_ring_holds_its_byte_budget_one_chunk_and_a_constant() {
+    let _turn = serial();
+    let budget = MIB;
+    let config = RingConfig { capacity: 4096, byte_budget: budget, chunk_events: 64 };
+    let n = 20_000usize;
+    let mut lens = Vec::with_capacity(n + 1); // by seq; allocated before counting
+    lens.push(0usize);
+    let before = LIVE.load(Ordering::Relaxed);
+    let (mut p, _r) = gapless::ring::ring(config).unwrap();
+    let stream = p.open_stream();
+    let constant = LIVE.load(Ordering::Relaxed) - before;
+    // Cells: 56 bytes per event on 64-bit targets (stream, position,
+    // predecessor, `Bytes`), plus a chunk header each.
+    let chunk = 64 * 56 + 64;
+    let alloc = |len: usize| len + len / 8 + 64;
+    let (mut peak, mut held_events) = (0, 0);
+    for i in 0..n {
+        let len = 512 + (i * 7919) % (8192 - 512);
+        let mut v = Vec::with_capacity(2 * len);
+        v.resize(len, i as u8);
+        p.publish(&stream, gapless::ring::exact_bytes(v)).unwrap();
+        lens.push(len);
+        let live = LIVE.load(Ordering::Relaxed) - before;
+        peak = peak.max(live);
+        let (oldest, head) = (p.oldest().0 as usize, p.head().0 as usize);
+        held_events = held_events.max(head + 1 - oldest);
+        let retained: usize = lens[oldest..=head].iter().map(|&l| alloc(l)).sum();
+        let dead: usize = lens[(oldest - 1) / 64 * 64 + 1..oldest].iter().map(|&l| alloc(l)).sum();
+        // The window's chunks, the one being written and a spare.
+        let chunks = (head + 1 - oldest).div_ceil(64) + 2;
+        let bound = retained + dead + chunks * chunk + constant;
+        assert!(live <= bound, "publish {i}: {live} bytes live, bound {bound}");
+        assert!(p.retained_bytes() <= budget);
+    }
+    // Not vacuous: the budget bound, not the capacity (about 240 events of
+    // 4.3 KiB on average fill 1 MiB).
+    assert!(held_events < 400, "{held_events} events held: the budget did not bind");
+    assert!(peak > budget * 3 / 4, "peak {peak}: the ring never filled its budget");
+}
+
 /// Every live session of `hub` together keeps at most the budget plus a
 /// granule per session alive, and the whole process at most that plus the
 /// test's own allocations (a few MiB, measured before the flood).
 #[test]
 fn a_flood_stays_within_the_budget_and_a_read_canary_loses_nothing() {
+    let _turn = serial();
     let budget = 32 * MIB;
     let hub = Arc::new(
         Hub::new(HubConfig {
@@ -106,6 +170,7 @@ fn a_flood_stays_within_the_budget_and_a_read_canary_loses_nothing() {
 /// share.
 #[test]
 fn new_sessions_are_refused_only_when_eviction_cannot_make_room() {
+    let _turn = serial();
     let ring = RingConfig { capacity: 64, byte_budget: MIB, chunk_events: 64 };
     let hub =
         Hub::new(HubConfig { ring, max_sessions: 10_000, max_memory: 256 << 10, ..HubConfig::default() })

@@ -195,6 +195,8 @@ impl SessionHandle {
 
     /// Publishes raw, already serialized JSON-RPC bytes on the standalone
     /// stream (paced). The caller guarantees they are one JSON message.
+    /// The ring's budget counts their length: make them from a `Vec` with
+    /// `gapless::ring::exact_bytes`.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
         self.conn.publish_bytes(&self.conn.standalone, message).await
     }
@@ -348,6 +350,8 @@ impl RequestContext {
 
     /// Publishes raw, already serialized JSON-RPC bytes on this request's
     /// stream (paced). The caller guarantees they are one JSON message.
+    /// The ring's budget counts their length: make them from a `Vec` with
+    /// `gapless::ring::exact_bytes`.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
         match &self.via {
             Via::Session { conn, stream } => conn.publish_bytes(stream, message).await,

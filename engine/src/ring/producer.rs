@@ -260,7 +260,9 @@ impl Producer {
 
     /// Publishes `payload` on `stream` and returns its seq. Never blocks,
     /// never waits for a reader; evicts the oldest events as needed to stay
-    /// within both bounds.
+    /// within both bounds. The byte budget counts `payload.len()`: make a
+    /// payload from a `Vec` with [`exact_bytes`](super::exact_bytes), or the
+    /// `Vec`'s unused capacity is held uncounted.
     #[inline(always)]
     pub fn publish(&mut self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, PublishError> {
         let rec = &*stream.rec;

@@ -184,7 +184,9 @@ impl Session {
     /// Publishes on `stream`; serialized with the session's other writers.
     /// If the hub's memory budget is exceeded then, the oldest events of the
     /// sessions that hold most and were idle longest are evicted (see
-    /// `HubConfig::max_memory`).
+    /// `HubConfig::max_memory`). The budgets count the payload's length:
+    /// make a payload from a `Vec` with [`exact_bytes`](crate::ring::exact_bytes),
+    /// or the `Vec`'s unused capacity is held uncounted.
     pub fn publish(&self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, SessionPublishError> {
         let seq = {
             let mut guard = lock(&self.ledger.writer);

@@ -487,7 +487,7 @@ async fn publish_notification<K: Sink>(
         (Some("notifications/message"), Some(level)) => {
             sink.log(level, p["logger"].as_str(), p.get("data").cloned().unwrap_or(Value::Null)).await
         }
-        _ => sink.notify(bytes::Bytes::from(serde_json::to_vec(&v).expect("JSON serializes"))).await,
+        _ => sink.notify(gapless::ring::exact_bytes(serde_json::to_vec(&v).expect("JSON serializes"))).await,
     };
     sent.map_err(|e| match e {
         SendError::Closed => LinkError::Closed,
