@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-200000}
-CONTENDERS=${CONTENDERS:-"gapless session floor broadcast"}
+CONTENDERS=${CONTENDERS:-"gapless session floor broadcast gapless_sleeping broadcast_sleeping"}
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 
 ir() { # binary contender n -> total instructions
@@ -38,6 +38,7 @@ measure() { # label binary
       if (n["gapless"] && n["floor"]) printf "%s gapless/floor %.3f (goal <= 1.5)\n", label, n["gapless"] / n["floor"]
       if (n["gapless"] && n["broadcast"]) printf "%s broadcast/gapless %.3f (goal >= 2)\n", label, n["broadcast"] / n["gapless"]
       if (n["session"] && n["broadcast"]) printf "%s broadcast/session %.3f (goal >= 1.5)\n", label, n["broadcast"] / n["session"]
+      if (n["gapless_sleeping"] && n["broadcast_sleeping"]) printf "%s broadcast/gapless, 1 sleeping subscriber %.3f (goal >= 2)\n", label, n["broadcast_sleeping"] / n["gapless_sleeping"]
     }' "$out"
   rm -f "$out"
 }

@@ -16,6 +16,13 @@
 //!   the speed-of-light floor and `tokio::sync::broadcast` (one idle
 //!   receiver), as in the criterion `publish` group: same capacity, same
 //!   shared payload.
+//! * `publish_1_sleeping`: `Producer::publish` and `broadcast::send` while
+//!   one subscriber sleeps: at the start of each slice a fresh subscriber
+//!   (a `Subscription` at the head; a broadcast `Receiver`'s `recv()`) is
+//!   polled once with a no-op waker and returns `Pending`, registering its
+//!   waker; the slice's first publish wakes it, the rest find it woken and
+//!   not yet back (it is never polled again). What every publish pays on a
+//!   session whose client's stream is open but has nothing to read.
 //! * `coverage_publishing`: the session-level coverage check while another
 //!   thread publishes flat out on the same session, against one atomic load
 //!   of a counter another thread increments flat out, as in the criterion
@@ -25,7 +32,7 @@
 //! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
 //!
 //! `interleaved --instructions CONTENDER N` (`gapless`, `session`, `floor`,
-//! `broadcast`) only runs N operations of one contender, for callgrind:
+//! `broadcast`, `gapless_sleeping`, `broadcast_sleeping`) only runs N operations of one contender, for callgrind:
 //! `(Ir(2N) - Ir(N)) / N` is its instruction count per operation, which
 //! repeats exactly whatever else the machine does.
 
@@ -35,9 +42,11 @@ use gapless_benches::harness::{
     digest, load_1m, payload, pin_to, results_dir, Background, CachePadded, Foreign,
 };
 use gapless_benches::SpeedOfLight;
+use std::future::Future;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 const CAPACITY: usize = 4096;
@@ -207,6 +216,45 @@ fn main() {
     drop(slices);
     drop(hub);
 
+    // ---- publish, 1 sleeping subscriber
+    let (mut producer, reader) = ring(RingConfig::new(CAPACITY, DEFAULT_BYTE_BUDGET)).unwrap();
+    let stream = producer.open_stream();
+    let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
+    let mut seq = 0u64;
+    let (p1, p3) = (p.clone(), p.clone());
+    let mut slices: Vec<Slice<'_>> = vec![
+        (
+            "gapless",
+            Box::new(|| {
+                let mut sleeper = gapless::Subscription::after(&reader, producer.head()).unwrap();
+                sleep_gapless(&mut sleeper);
+                time(PUBLISHES, || {
+                    black_box(producer.publish(&stream, p1.clone()).unwrap());
+                })
+            }),
+        ),
+        (
+            "tokio_broadcast",
+            Box::new(|| {
+                let mut rx = tx.subscribe();
+                let mut recv = Box::pin(rx.recv());
+                sleep_broadcast(recv.as_mut());
+                time(PUBLISHES, || {
+                    seq += 1;
+                    let e = Event {
+                        seq: Seq(seq),
+                        stream: StreamId(1),
+                        index_in_stream: seq,
+                        payload: p3.clone(),
+                    };
+                    black_box(tx.send(e).unwrap());
+                })
+            }),
+        ),
+    ];
+    let sleeping = rounds(n_rounds, &mut slices);
+    drop(slices);
+
     // ---- coverage under concurrent publish
     let counter = Arc::new(CachePadded(AtomicU64::new(0)));
     let hub = Hub::new(HubConfig::default()).unwrap();
@@ -280,6 +328,7 @@ fn main() {
             &publish,
             vec![(0usize, 2usize, Goal::AtMost(1.5)), (3, 0, Goal::AtLeast(2.0)), (3, 1, Goal::AtLeast(1.5))],
         ),
+        ("publish_1_sleeping", &sleeping, vec![(1, 0, Goal::AtLeast(2.0))]),
         ("coverage_publishing", &coverage, vec![(1, 0, Goal::AtMost(1.5))]),
     ] {
         let mut medians = Vec::new();
@@ -329,6 +378,31 @@ fn main() {
     println!("interleaved: wrote {}", path.display());
 }
 
+/// A waker that does nothing (`Waker::noop` is newer than the MSRV).
+fn noop_waker() -> Waker {
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
+    }
+    Waker::from(Arc::new(Noop))
+}
+
+/// Polls a subscription at the head once with a no-op waker: it registers
+/// the waker and sleeps (`Pending`).
+fn sleep_gapless(sub: &mut gapless::Subscription) {
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(sub.poll_recv(&mut cx).is_pending(), "nothing to read at the head");
+}
+
+/// Polls a broadcast `recv()` once with a no-op waker: it registers the
+/// waker and sleeps (`Pending`).
+fn sleep_broadcast<F: Future>(recv: std::pin::Pin<&mut F>) {
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    assert!(matches!(recv.poll(&mut cx), Poll::Pending), "nothing to receive yet");
+}
+
 /// `interleaved --instructions CONTENDER N`: runs N operations of one
 /// contender and exits, for `valgrind --tool=callgrind`: the difference of
 /// two runs' instruction totals (N and 2N) is N operations exactly, whatever
@@ -359,6 +433,29 @@ fn instructions(contender: &str, n: u64) {
         }
         "broadcast" => {
             let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
+            for i in 0..n {
+                let e = Event {
+                    seq: gapless::Seq(i + 1),
+                    stream: StreamId(1),
+                    index_in_stream: i + 1,
+                    payload: p.clone(),
+                };
+                black_box(tx.send(e).unwrap());
+            }
+        }
+        "gapless_sleeping" => {
+            let (mut producer, reader) = ring(RingConfig::new(CAPACITY, DEFAULT_BYTE_BUDGET)).unwrap();
+            let stream = producer.open_stream();
+            let mut sleeper = gapless::Subscription::after(&reader, producer.head()).unwrap();
+            sleep_gapless(&mut sleeper);
+            for _ in 0..n {
+                black_box(producer.publish(&stream, p.clone()).unwrap());
+            }
+        }
+        "broadcast_sleeping" => {
+            let (tx, mut rx) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
+            let mut recv = Box::pin(rx.recv());
+            sleep_broadcast(recv.as_mut());
             for i in 0..n {
                 let e = Event {
                     seq: gapless::Seq(i + 1),
