@@ -370,3 +370,62 @@ async fn stream_replay_of_interleaved_streams_yields_only_its_own() {
         other => panic!("live event expected: {other:?}"),
     }
 }
+
+/// Batches bounded in payload bytes (`try_recv_batch_max`): every batch
+/// holds at most the bound, or one event alone when that event is larger;
+/// the events left out come next, so replay and live together yield
+/// exactly what `try_recv` yields, for the whole ring and for one stream.
+#[tokio::test]
+async fn bounded_batches_split_where_the_bytes_run_out() {
+    let (mut p, r) = ring(RingConfig { chunk_events: 32, ..RingConfig::new(4096, 1 << 24) }).unwrap();
+    let (a, b) = (p.open_stream(), p.open_stream());
+    let len = |seq: u64| ((seq * 37) % 300) as usize + if seq % 29 == 0 { 1000 } else { 0 };
+    let body = |seq: u64| Bytes::from(vec![seq as u8; len(seq)]);
+    let publish = |p: &mut gapless::ring::Producer, range: std::ops::RangeInclusive<u64>| {
+        for seq in range {
+            p.publish(if seq % 3 == 0 { &b } else { &a }, body(seq)).unwrap();
+        }
+    };
+    publish(&mut p, 1..=200);
+    let max = 700;
+    for stream in [None, Some(a.id())] {
+        let sub = |r: &gapless::Reader| match stream {
+            None => Subscription::after(r, Seq(10)).unwrap(),
+            Some(s) => Subscription::stream_after(r, s, Seq(10)).unwrap(),
+        };
+        let (mut bounded, mut single) = (sub(&r), sub(&r));
+        let mut want = vec![];
+        while let Ok(gapless::ring::Next::Event(e)) = single.try_recv() {
+            want.push(e.seq.0);
+        }
+        let (mut got, mut split) = (vec![], 0);
+        loop {
+            let batch = bounded.try_recv_batch_max(max).unwrap();
+            let gapless::ring::NextBatch::Events(batch) = batch else { break };
+            let seqs: Vec<u64> = batch.iter().map(|e| e.seq.0).collect();
+            let bytes: usize = batch.iter().map(|e| e.payload.len()).sum();
+            assert!(bytes <= max || seqs.len() == 1, "{bytes} bytes in {seqs:?}");
+            assert!(batch.iter().all(|e| e.payload[..] == body(e.seq.0)[..]));
+            assert_eq!(batch.len(), seqs.len());
+            assert_eq!(batch.last().seq.0, *seqs.last().unwrap());
+            split += usize::from(bytes + len(seqs.last().unwrap() + 1) > max);
+            got.extend(seqs);
+        }
+        assert_eq!(got, want, "stream {stream:?}: the same events, each once");
+        assert!(split > 10, "the bound cut batches");
+        // Live: more events, read in bounded batches again.
+        let from = p.head().0 + 1;
+        publish(&mut p, from..=from + 150);
+        let mut want = vec![];
+        while let Ok(gapless::ring::Next::Event(e)) = single.try_recv() {
+            want.push(e.seq.0);
+        }
+        let mut got = vec![];
+        while let Ok(gapless::ring::NextBatch::Events(batch)) = bounded.try_recv_batch_max(max) {
+            let bytes: usize = batch.iter().map(|e| e.payload.len()).sum();
+            assert!(bytes <= max || batch.len() == 1, "{bytes} bytes live");
+            got.extend(batch.iter().map(|e| e.seq.0));
+        }
+        assert_eq!(got, want, "stream {stream:?}, live");
+    }
+}

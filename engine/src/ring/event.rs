@@ -30,6 +30,18 @@ pub struct Event {
     pub payload: Bytes,
 }
 
+impl Event {
+    /// The event as a borrowed [`EventRef`] (no reference count).
+    pub fn view(&self) -> EventRef<'_> {
+        EventRef {
+            seq: self.seq,
+            stream: self.stream,
+            index_in_stream: self.index_in_stream,
+            payload: &self.payload,
+        }
+    }
+}
+
 /// A borrowed view of an event inside a pinned chunk, as a
 /// [`Snapshot`](super::Snapshot) or a [`Batch`](super::Batch) hands it out:
 /// reading it costs no reference-count traffic.

@@ -163,7 +163,15 @@ impl Subscription {
     /// without waiting, borrowed from the pinned chunk: no reference
     /// counting per event (see [`Batch`]). `Pending` if none yet.
     pub fn try_recv_batch(&mut self) -> Result<NextBatch<'_>, Lagged> {
-        Ok(match self.advance_batch()? {
+        self.try_recv_batch_max(usize::MAX)
+    }
+
+    /// [`Subscription::try_recv_batch`] whose batch ends before the event
+    /// that would take its payload bytes past `max_bytes`; a batch holds at
+    /// least one event, however large. The events left out come next. For
+    /// a transport that bounds the bytes of one write.
+    pub fn try_recv_batch_max(&mut self, max_bytes: usize) -> Result<NextBatch<'_>, Lagged> {
+        Ok(match self.advance_batch(max_bytes)? {
             Step::Ready(src) => NextBatch::Events(self.batch(src)),
             Step::Pending => NextBatch::Pending,
             Step::End => NextBatch::End,
@@ -175,7 +183,17 @@ impl Subscription {
     /// eviction (then `None`). The same events, in the same order, as
     /// [`Subscription::poll_recv`] would yield one by one.
     pub fn poll_recv_batch(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Batch<'_>, Lagged>>> {
-        match self.poll_step(cx) {
+        self.poll_recv_batch_max(cx, usize::MAX)
+    }
+
+    /// [`Subscription::poll_recv_batch`] with the bound of
+    /// [`Subscription::try_recv_batch_max`].
+    pub fn poll_recv_batch_max(
+        &mut self,
+        cx: &mut Context<'_>,
+        max_bytes: usize,
+    ) -> Poll<Option<Result<Batch<'_>, Lagged>>> {
+        match self.poll_with(cx, |s| s.advance_batch(max_bytes)) {
             Poll::Ready(Some(Ok(src))) => Poll::Ready(Some(Ok(self.batch(src)))),
             Poll::Ready(Some(Err(l))) => Poll::Ready(Some(Err(l))),
             Poll::Ready(None) => Poll::Ready(None),
@@ -185,25 +203,21 @@ impl Subscription {
 
     /// Waits for the next batch (see [`Subscription::poll_recv_batch`]).
     pub async fn recv_batch(&mut self) -> Option<Result<Batch<'_>, Lagged>> {
-        match poll_fn(|cx| self.poll_step(cx)).await? {
+        match poll_fn(|cx| self.poll_with(cx, |s| s.advance_batch(usize::MAX))).await? {
             Ok(src) => Some(Ok(self.batch(src))),
             Err(l) => Some(Err(l)),
         }
     }
 
-    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Source, Lagged>>> {
-        self.poll_with(cx, Self::advance_batch)
-    }
-
     /// Finds the next batch (replay first, then live) and moves past it.
-    fn advance_batch(&mut self) -> Result<Step<Source>, Lagged> {
+    fn advance_batch(&mut self, max_bytes: usize) -> Result<Step<Source>, Lagged> {
         if self.done {
             return Ok(Step::End);
         }
         if let Some((snap, next)) = &mut self.replay {
             if let Some((from, to)) = snap.batch_range_from(*next) {
                 *next = to + 1;
-                let src = Source::Replay { from, to };
+                let src = self.cut(Source::Replay { from, to }, max_bytes);
                 self.consumed_batch(src);
                 return Ok(Step::Ready(src));
             }
@@ -211,7 +225,7 @@ impl Subscription {
         }
         match self.live.advance_batch() {
             Ok(Staged::Ready { from, to }) => {
-                let src = Source::Live { from, to };
+                let src = self.cut(Source::Live { from, to }, max_bytes);
                 self.consumed_batch(src);
                 Ok(Step::Ready(src))
             }
@@ -233,6 +247,36 @@ impl Subscription {
                 self.replay.as_ref().expect("a replay batch comes from the snapshot").0.batch(from, to)
             }
             Source::Live { from, to } => self.live.staged(from, to),
+        }
+    }
+
+    /// Ends the batch `src` (already moved past) before the event that
+    /// would take its payload bytes past `max`, keeping at least one event,
+    /// and moves back to right after the last event kept.
+    fn cut(&mut self, src: Source, max: usize) -> Source {
+        if max == usize::MAX {
+            return src;
+        }
+        let mut kept = None;
+        let mut bytes = 0usize;
+        for e in self.batch(src).iter() {
+            bytes = bytes.saturating_add(e.payload.len());
+            if bytes > max && kept.is_some() {
+                break;
+            }
+            kept = Some(e.seq.0);
+        }
+        let last = kept.expect("a batch holds an event");
+        match src {
+            Source::Replay { from, to } if last < to => {
+                self.replay.as_mut().expect("a replay batch comes from the snapshot").1 = last + 1;
+                Source::Replay { from, to: last }
+            }
+            Source::Live { from, to } if last < to => {
+                self.live.seek(Seq(last + 1));
+                Source::Live { from, to: last }
+            }
+            whole => whole,
         }
     }
 

@@ -28,5 +28,5 @@ pub mod event_id;
 mod ids;
 
 pub use error::ErrorKind;
-pub use event_id::{EventId, Namespace};
+pub use event_id::{EventId, Namespace, ENCODED_MAX};
 pub use ids::{Seq, StreamId};

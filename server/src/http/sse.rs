@@ -10,6 +10,7 @@
 use crate::state::{Conn, Lane};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
+use gapless::ring::{EventRef, NextBatch};
 use gapless::session::ConnectionGuard;
 use gapless::{Event, Next, StreamId, Subscription};
 use std::convert::Infallible;
@@ -19,7 +20,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-/// Most bytes batched into one chunk.
+/// Most payload bytes batched into one chunk (one write): a chunk holds
+/// events up to this many payload bytes with their framing (an id and
+/// about 20 bytes each), or one event alone when that event is larger.
 const BATCH_BYTES: usize = 64 << 10;
 
 /// How a body frames its events.
@@ -35,22 +38,23 @@ pub(crate) enum Framing {
     Legacy,
 }
 
-/// Writes one event as an SSE frame.
-pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: &Event, retry_ms: u128, framing: Framing) {
-    use std::fmt::Write as _;
-    let (id, payload, _) = conn.wire(e);
+/// Writes one event as an SSE frame (the id without `fmt`: one per event).
+pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: EventRef<'_>, retry_ms: u128, framing: Framing) {
+    let (id, payload) = conn.wire_ref(e.stream, e.seq, e.payload);
     if framing == Framing::Legacy {
         if payload.is_empty() {
             return;
         }
         out.put_slice(b"event: message\n");
     }
-    let _ = write!(out, "id: {id}");
+    let mut buf = [0u8; gapless::wire::ENCODED_MAX];
+    out.put_slice(b"id: ");
+    out.put_slice(id.encode(&mut buf));
     if payload.is_empty() {
         out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
     } else {
         out.put_slice(b"\ndata: ");
-        out.put_slice(&payload);
+        out.put_slice(payload);
         out.put_slice(b"\n\n");
     }
 }
@@ -223,39 +227,69 @@ impl Stream for SseBody {
         if let Some(preface) = this.preface.take() {
             return Poll::Ready(Some(Ok(preface)));
         }
-        let first = match this.sub.poll_recv(cx) {
-            Poll::Ready(Some(Ok(e))) => e,
-            // Fell behind eviction: end the stream; the client's resume gets
-            // the explicit 409 with the numbers.
-            Poll::Ready(Some(Err(lag))) => {
-                tracing::info!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
-                return Poll::Ready(None);
-            }
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => {
-                return match this.keepalive.poll_tick(cx) {
-                    Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n")))),
-                    Poll::Pending => Poll::Pending,
-                };
-            }
-        };
-        let mut out = BytesMut::with_capacity((first.payload.len() + 96).max(8 << 10));
-        encode(&mut out, &this.conn, &first, this.retry_ms, this.framing);
-        let mut last = first;
-        // Batch whatever else is ready into the same chunk.
+        let mut out = BytesMut::new();
+        let mut last: Option<Event> = None;
+        // The store's backlog (a cluster resume's replay) first, one by one.
         while out.len() < BATCH_BYTES {
-            match this.sub.try_recv() {
-                Ok(Next::Event(e)) => {
-                    encode(&mut out, &this.conn, &e, this.retry_ms, this.framing);
-                    last = e;
+            let Some(e) = this.sub.backlog.pop_front() else { break };
+            encode(&mut out, &this.conn, e.view(), this.retry_ms, this.framing);
+            last = Some(e);
+        }
+        // Then the ring: batches borrowed from its chunks, encoded without a
+        // reference count per event, each cut where the write's payload
+        // bytes run out.
+        while out.len() < BATCH_BYTES {
+            let Some(sub) = this.sub.live.as_mut() else {
+                if last.is_none() {
+                    return Poll::Ready(None);
                 }
-                Ok(Next::Pending) => break,
-                Ok(Next::End) | Err(_) => {
+                this.finished = true;
+                break;
+            };
+            let max = BATCH_BYTES - out.len();
+            let step = match last {
+                // Nothing yet: wait for the first batch (registers the waker).
+                None => sub.poll_recv_batch_max(cx, max),
+                // Only what is ready joins this write.
+                Some(_) => match sub.try_recv_batch_max(max) {
+                    Ok(NextBatch::Events(b)) => Poll::Ready(Some(Ok(b))),
+                    Ok(NextBatch::Pending) => Poll::Pending,
+                    Ok(NextBatch::End) => Poll::Ready(None),
+                    Err(lag) => Poll::Ready(Some(Err(lag))),
+                },
+            };
+            match step {
+                Poll::Ready(Some(Ok(batch))) => {
+                    if out.capacity() == 0 {
+                        out.reserve(8 << 10);
+                    }
+                    for e in batch.iter() {
+                        encode(&mut out, &this.conn, e, this.retry_ms, this.framing);
+                    }
+                    last = Some(batch.last().to_event());
+                }
+                // Fell behind eviction: end the stream; the client's resume
+                // gets the explicit 409 with the numbers.
+                Poll::Ready(Some(Err(lag))) if last.is_none() => {
+                    tracing::info!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(None) if last.is_none() => return Poll::Ready(None),
+                // The end (or a lag) after events: send them, then stop.
+                Poll::Ready(_) => {
                     this.finished = true;
                     break;
                 }
+                Poll::Pending if last.is_none() => {
+                    return match this.keepalive.poll_tick(cx) {
+                        Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n")))),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+                Poll::Pending => break,
             }
         }
+        let last = last.expect("a chunk holds an event");
         let chunk = out.freeze();
         if let Some(mark) = this.conn.mark_ahead(&last) {
             this.held = Some((chunk, last, mark));
