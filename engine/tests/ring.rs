@@ -1383,3 +1383,43 @@ fn start_at_refuses_a_ring_that_published() {
     p.publish(&s, payload(1, 8)).unwrap();
     p.start_at(10);
 }
+
+/// A stream snapshot over a long range follows its stream's links where
+/// the stream is sparse, scans the chunks' tag columns where it is dense,
+/// and switches from one to the other part-way: every way, it yields
+/// exactly the stream's events after the cursor, in order.
+#[test]
+fn stream_snapshots_walk_sparse_streams_and_scan_dense_ones() {
+    let events = iters(6000, 1200);
+    let (mut p, r) = ring(cfg(8192, 64 << 20, 64)).unwrap();
+    let streams: Vec<_> = (0..40).map(|_| p.open_stream()).collect();
+    let mut mine: Vec<Vec<u64>> = vec![vec![]; streams.len()];
+    let half = events / 2;
+    for seq in 1..=events {
+        let s = if seq % 100 == 0 {
+            0 // sparse throughout: walked
+        } else if seq % 3 == 0 {
+            1 // dense throughout: scanned
+        } else if (seq <= half && seq % 3 == 1) || (seq > half && seq % 150 == 1) {
+            2 // dense, then sparse: walked back from the top, then scanned
+        } else {
+            3 + (seq % 37) as usize
+        };
+        p.publish(&streams[s], payload(seq, 8)).unwrap();
+        mine[s].push(seq);
+    }
+    for (s, own) in mine.iter().enumerate().take(3) {
+        let id = streams[s].id();
+        // From the start, from one of its own events, from a seq of another
+        // stream, from its newest event.
+        let other = (1..=events).find(|q| !own.contains(q) && *q > own[own.len() / 3]).unwrap();
+        for cursor in [0, own[own.len() / 4], other, *own.last().unwrap()] {
+            let want: Vec<u64> = own.iter().copied().filter(|&q| q > cursor).collect();
+            let snap = r.snapshot_stream(id, Seq(cursor)).unwrap();
+            let got: Vec<u64> = snap.iter().map(|e| e.seq.0).collect();
+            assert_eq!(got, want, "stream {s} after {cursor}");
+            assert!(snap.iter().all(|e| e.stream == id));
+            assert_eq!(snap.len(), want.len());
+        }
+    }
+}

@@ -13,7 +13,33 @@ use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::task::Waker;
 
-pub(crate) type Directory = HashMap<StreamId, Arc<StreamRecord>>;
+pub(crate) type Directory =
+    std::collections::HashMap<StreamId, Arc<StreamRecord>, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// The stream directory's hasher: one multiplication. Stream ids are the
+/// producer's own counter, never a peer's choice, so a keyed hash buys
+/// nothing against collisions; the multiplier (2^64 over the golden ratio)
+/// spreads consecutive ids over the high bits the table indexes with. A
+/// directory lookup is on every per-stream resume (it was SipHash's 13
+/// rounds); fixed, so loom's runs repeat.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+}
 pub(crate) type Tombstones = HashMap<StreamId, (u64, u64)>;
 
 /// A ring's immutable shape, and the index arithmetic on it: the one place
@@ -182,7 +208,7 @@ impl Shared {
             slots: (0..geo.slots()).map(|_| AtomicArc::new(None)).collect(),
             geo,
             config,
-            streams: AtomicArc::new(Some(Arc::new(HashMap::default()))),
+            streams: AtomicArc::new(Some(Arc::new(Directory::default()))),
             tombstones: AtomicArc::new(None),
             sleepers: CachePadded::new(Sleepers {
                 wakers: Mutex::new(Vec::new()),

@@ -21,7 +21,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// `UnsafeCell` with loom's closure API, so that loom can track each access.
+/// Transparent: a slice of them is laid out as a slice of `T`.
 #[derive(Debug)]
+#[repr(transparent)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
 impl<T> UnsafeCell<T> {
