@@ -74,8 +74,9 @@ fn a_ring_holds_its_byte_budget_one_chunk_and_a_constant() {
     let stream = p.open_stream();
     let constant = LIVE.load(Ordering::Relaxed) - before;
     // Cells: 56 bytes per event on 64-bit targets (stream, position,
-    // predecessor, `Bytes`), plus a chunk header each.
-    let chunk = 64 * 56 + 64;
+    // predecessor, `Bytes`) and a 4-byte stream tag, plus a chunk header
+    // each.
+    let chunk = 64 * (56 + 4) + 64;
     let alloc = |len: usize| len + len / 8 + 64;
     let (mut peak, mut held_events) = (0, 0);
     for i in 0..n {

@@ -564,7 +564,8 @@ fn held<'a>(held: &'a [Option<Arc<Chunk>>], geo: &Geometry, seq: u64) -> &'a Chu
 /// Bytes of one chunk allocation of `c` cells: the cells, the chunk and the
 /// `Arc` header.
 fn chunk_bytes(c: usize) -> usize {
-    c * std::mem::size_of::<super::chunk::Cell>()
+    // Each cell and its stream tag (`Chunk`'s column).
+    c * (std::mem::size_of::<super::chunk::Cell>() + std::mem::size_of::<u32>())
         + std::mem::size_of::<Chunk>()
         + 2 * std::mem::size_of::<usize>()
 }
