@@ -87,6 +87,18 @@ pub struct Producer {
     /// holds it, which it does while it is not full (`evict_to` never
     /// evicts the head's chunk, and a chunk that is not full is the head's).
     back: *const Chunk,
+    /// The chunk eviction last read a payload length from, and its first
+    /// seq and the first seq past it: eviction reads the next one from it
+    /// without finding it by its seq while that seq lies in it.
+    /// Dereferenced only then: the chunk holds a seq that eviction has not
+    /// passed, so `held` still holds it (a chunk leaves `held` only once
+    /// `oldest` is past its end, and `oldest` never moves back). A chunk
+    /// recycled meanwhile is never read through it: its old range is
+    /// behind `oldest`. Both bounds start at 0: no seq is below that end,
+    /// so the first eviction finds its chunk.
+    tail: *const Chunk,
+    tail_first: u64,
+    tail_end: u64,
     /// A wholly evicted chunk nobody else held, its cells already dropped,
     /// kept so that the next `roll` reuses its memory (still cache-warm from
     /// eviction) instead of allocating.
@@ -101,13 +113,14 @@ pub struct Producer {
     tomb_order: std::collections::VecDeque<StreamId>,
 }
 
-// SAFETY: the only field that is not `Send`/`Sync` by itself is `back`, a
-// pointer to a chunk that the producer holds through an `Arc<Chunk>` in
-// `held` (`Chunk` is `Send + Sync`). It is dereferenced only in `publish`,
-// through `&mut self`, so it moves with the producer and no `&Producer`
-// ever reads through it.
+// SAFETY: the only fields that are not `Send`/`Sync` by themselves are
+// `back` and `tail`, pointers to chunks that the producer holds through an
+// `Arc<Chunk>` in `held` whenever it reads through them (`Chunk` is
+// `Send + Sync`). They are dereferenced only in `publish`, through
+// `&mut self`, so they move with the producer and no `&Producer` ever
+// reads through them.
 unsafe impl Send for Producer {}
-// SAFETY: see `Send`: no `&self` method dereferences `back`.
+// SAFETY: see `Send`: no `&self` method dereferences `back` or `tail`.
 unsafe impl Sync for Producer {}
 
 impl fmt::Debug for Producer {
@@ -134,6 +147,9 @@ impl Producer {
             held: (0..nslots).map(|_| None).collect(),
             fill: c,
             back: std::ptr::null(),
+            tail: std::ptr::null(),
+            tail_first: 0,
+            tail_end: 0,
             spare: None,
             chunks: 0,
             streams_opened: 0,
@@ -379,13 +395,13 @@ impl Producer {
         let old = self.oldest;
         let mut o = old;
         if seq - o >= cap {
-            let l = self.payload_len(o);
+            let l = self.evict_len(o);
             self.bytes -= l;
             self.evicted_bytes += l as u64;
             o += 1;
         }
         while self.bytes + len > budget {
-            let l = self.payload_len(o);
+            let l = self.evict_len(o);
             self.bytes -= l;
             self.evicted_bytes += l as u64;
             o += 1;
@@ -395,11 +411,50 @@ impl Producer {
         }
         debug_assert!(o <= seq, "eviction never passes the event being published");
         self.oldest = o;
+        // `old ..= o` within the tail chunk (the one `o - 1` was read
+        // from): no chunk emptied, nothing is freed or cleared, so `oldest`
+        // can wait for the publication point and go out right before `head`
+        // (one ownership of their cache line per publish, not two).
+        if old >= self.tail_first && o < self.tail_end {
+            return true;
+        }
+        self.evict_past(old, o)
+    }
+
+    /// Payload length of `o` (retained, `<= head`), the next event to
+    /// evict: read from the tail chunk while `o` lies in it.
+    #[inline(always)]
+    fn evict_len(&mut self, o: u64) -> usize {
+        if o >= self.tail_end {
+            return self.tail_seek(o);
+        }
+        let off = o - self.tail_first;
+        // SAFETY: `o` lies in the tail chunk and is not evicted yet, so
+        // `held` holds that chunk (see the field); its cell was written by
+        // us before any later publish and is not rewritten while held.
+        unsafe { (*self.tail).get(off as usize) }.payload.len()
+    }
+
+    /// [`Producer::evict_len`] when `o` lies past the tail chunk (once per
+    /// chunk): finds `o`'s chunk, makes it the tail.
+    #[cold]
+    #[inline(never)]
+    fn tail_seek(&mut self, o: u64) -> usize {
+        let chunk = held(&self.held, &self.geo, o);
+        self.tail = chunk;
+        let k = self.geo.chunk_no(o);
+        (self.tail_first, self.tail_end) = (self.geo.chunk_first(k), self.geo.chunk_first(k + 1));
+        self.payload_len(o)
+    }
+
+    /// The rest of [`Producer::evict_for`] when `old ..= o` did not lie in
+    /// the tail chunk: clears the chunks that emptied, if any. Returns
+    /// whether `oldest` still has to be stored.
+    #[cold]
+    #[inline(never)]
+    fn evict_past(&mut self, old: u64, o: u64) -> bool {
         let (k0, k1) = (self.geo.chunk_no(old), self.geo.chunk_no(o));
         if k0 == k1 {
-            // No chunk emptied: nothing is freed or cleared, so `oldest` can
-            // wait for the publication point and go out right before `head`
-            // (one ownership of their cache line per publish, not two).
             return true;
         }
         self.evict_chunks(k0, k1, o);
