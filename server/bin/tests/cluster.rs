@@ -563,10 +563,14 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
     primary.kill();
     gapless_redis::testing::command(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
     switch.switch_to(replica.port);
-    // The lost cursor, beyond the new primary's head.
+    // The lost cursor, beyond the new primary's head, at the node that
+    // served it: its replica holds the lost events, so it tells the store
+    // how far the store's history went (node `a` may not have tailed them
+    // before the primary died, and a store that never heard of them cannot
+    // tell a lost cursor from a foreign one).
     let deadline = Instant::now() + Duration::from_secs(15);
     let body = loop {
-        let r = get(&a.url, &sid, Some(&lost)).await;
+        let r = get(&b.url, &sid, Some(&lost)).await;
         if r.status() == 409 {
             break expect_error(r, 409, "history_rewritten").await;
         }
@@ -575,6 +579,8 @@ async fn a_failover_that_lost_events_is_refused_by_name() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(body["cursor"], json!(lost));
+    // The store has recorded the loss: every node refuses it alike.
+    expect_error(get(&a.url, &sid, Some(&lost)).await, 409, "history_rewritten").await;
     // The kept cursor resumes (the stream ended with its result: replayed).
     let r = get(&b.url, &sid, Some(&kept)).await;
     assert_eq!(r.status(), 200, "a cursor the failover kept resumes");
