@@ -9,7 +9,6 @@ use crate::sync::{
     fence, lock, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, HashMap, Mutex, Ordering,
 };
 use crate::StreamId;
-use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::task::Waker;
 
@@ -106,11 +105,14 @@ impl Geometry {
     }
 }
 
-/// The two words every read looks at, on a cache line of their own
-/// (`CachePadded` in `Shared`: 128 bytes on x86_64, where the adjacent-line
-/// prefetcher pulls lines in pairs): the producer writes both on a publish
-/// that evicts, and nothing else that is written often (reference counts,
-/// the sleepers' lock) shares their line or its pair.
+/// The two words every read looks at, on a cache line of their own: the
+/// producer writes both on a publish that evicts, and nothing else that is
+/// written often (reference counts, the sleepers' lock) shares their line.
+/// 64 bytes, not `crossbeam_utils::CachePadded`'s 128 (x86_64's line pair):
+/// measured both ways, coverage under a writer took the same time (median
+/// 2.64-2.72 ns with 64, 2.53-2.72 ns with 128, three alternating runs
+/// each, BENCHMARKS.md 2026-12-03), so the pair's extra bytes buy nothing.
+#[repr(C, align(64))]
 pub(crate) struct Window {
     /// Seq of the newest published event (0 before the first). Written only
     /// by the producer, with a Release store after the event's cell and
@@ -134,8 +136,8 @@ pub(crate) struct Window {
 /// Wakers of sleeping readers and whether there are any (`waiting`, written
 /// only under the lock so that the two agree). Pushed by readers in
 /// `Cursor::register` before every sleep, drained by the producer; on its
-/// own cache line (`CachePadded` in `Shared`) so that sleeping readers do
-/// not disturb `Window`.
+/// own cache line so that sleeping readers do not disturb `Window`.
+#[repr(align(64))]
 pub(crate) struct Sleepers {
     pub(crate) wakers: Mutex<Vec<Waker>>,
     pub(crate) waiting: AtomicBool,
@@ -144,7 +146,7 @@ pub(crate) struct Sleepers {
 /// State shared by the producer and every reader.
 pub(crate) struct Shared {
     /// `head` and `oldest`, alone on their cache line (see [`Window`]).
-    pub(crate) window: CachePadded<Window>,
+    pub(crate) window: Window,
     /// Set once by the producer's `Drop` (Release), before its final wake-up.
     pub(crate) closed: AtomicBool,
     /// Smallest high-water seq among reclaimed stream records that still had
@@ -173,7 +175,7 @@ pub(crate) struct Shared {
     /// "nothing after the stream's last event" from "events were lost".
     pub(crate) tombstones: AtomicArc<Tombstones>,
     /// Wakers of sleeping readers (see [`Sleepers`]).
-    pub(crate) sleepers: CachePadded<Sleepers>,
+    pub(crate) sleepers: Sleepers,
     /// Live cursors that have registered a waker at least once. While it is
     /// zero a publish pays no StoreLoad fence (see `barrier.rs`).
     pub(crate) registrants: AtomicUsize,
@@ -197,11 +199,11 @@ impl Shared {
     pub(crate) fn new(config: RingConfig) -> Self {
         let geo = Geometry::new(next_ring_id(), &config);
         Shared {
-            window: CachePadded::new(Window {
+            window: Window {
                 head: AtomicU64::new(0),
                 oldest: AtomicU64::new(1),
                 evicted_bytes: AtomicU64::new(0),
-            }),
+            },
             closed: AtomicBool::new(false),
             streams_opened: AtomicU64::new(0),
             reclaimed_undelivered: AtomicU64::new(u64::MAX),
@@ -210,10 +212,7 @@ impl Shared {
             config,
             streams: AtomicArc::new(Some(Arc::new(Directory::default()))),
             tombstones: AtomicArc::new(None),
-            sleepers: CachePadded::new(Sleepers {
-                wakers: Mutex::new(Vec::new()),
-                waiting: AtomicBool::new(false),
-            }),
+            sleepers: Sleepers { wakers: Mutex::new(Vec::new()), waiting: AtomicBool::new(false) },
             registrants: AtomicUsize::new(0),
             asymmetric: barrier::asymmetric_available(),
         }
