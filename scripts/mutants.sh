@@ -24,8 +24,9 @@
 #                         close_racing_subscription_and_resume)
 #   high_before_head      a stream snapshot reads its stream's high-water
 #                         mark before the head, so an event of the stream
-#                         published in between is in neither the snapshot's
-#                         walk nor the live follower's range
+#                         published in between is in neither the snapshot
+#                         (which looks at or below the mark) nor the live
+#                         follower's range
 #                         (ring/snapshot.rs; caught by
 #                         stream_snapshot_then_follow_has_no_hole)
 # Arguments name the mutants to run (default: all of them). Each rebuilds the

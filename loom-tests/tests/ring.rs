@@ -231,9 +231,10 @@ fn coverage_then_snapshot_has_no_hole() {
 
 /// A per-stream resume (a stream snapshot, then the stream's cursor from
 /// after its range) misses no event of the stream while the producer
-/// publishes on it and on another stream: the snapshot walks the stream's
-/// predecessor links back from a high-water mark read after the head, so
-/// it holds every event of the stream up to the end of its range.
+/// publishes on it and on another stream: the snapshot looks for the
+/// stream's events (tag scan or predecessor links) at or below a
+/// high-water mark read after the head, so it holds every event of the
+/// stream up to the end of its range.
 #[test]
 fn stream_snapshot_then_follow_has_no_hole() {
     model("stream_snapshot_then_follow_has_no_hole", || {
