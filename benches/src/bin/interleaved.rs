@@ -201,13 +201,7 @@ fn main() {
             Box::new(|| {
                 time(PUBLISHES, || {
                     seq += 1;
-                    let e = Event {
-                        seq: Seq(seq),
-                        stream: StreamId(1),
-                        index_in_stream: seq,
-                        payload: p3.clone(),
-                    };
-                    black_box(tx.send(e).unwrap());
+                    black_box(tx.send(broadcast_event(seq, &p3)).unwrap());
                 })
             }),
         ),
@@ -241,13 +235,7 @@ fn main() {
                 sleep_broadcast(recv.as_mut());
                 time(PUBLISHES, || {
                     seq += 1;
-                    let e = Event {
-                        seq: Seq(seq),
-                        stream: StreamId(1),
-                        index_in_stream: seq,
-                        payload: p3.clone(),
-                    };
-                    black_box(tx.send(e).unwrap());
+                    black_box(tx.send(broadcast_event(seq, &p3)).unwrap());
                 })
             }),
         ),
@@ -387,6 +375,13 @@ fn noop_waker() -> Waker {
     Waker::from(Arc::new(Noop))
 }
 
+/// The event a broadcast contender sends as its `seq`-th (what gapless
+/// stores per event: seq, stream, position, payload).
+#[inline(always)]
+fn broadcast_event(seq: u64, payload: &bytes::Bytes) -> Event {
+    Event { seq: Seq(seq), stream: StreamId(1), index_in_stream: seq, payload: payload.clone() }
+}
+
 /// Polls a subscription at the head once with a no-op waker: it registers
 /// the waker and sleeps (`Pending`).
 fn sleep_gapless(sub: &mut gapless::Subscription) {
@@ -434,13 +429,7 @@ fn instructions(contender: &str, n: u64) {
         "broadcast" => {
             let (tx, _idle) = tokio::sync::broadcast::channel::<Event>(CAPACITY);
             for i in 0..n {
-                let e = Event {
-                    seq: gapless::Seq(i + 1),
-                    stream: StreamId(1),
-                    index_in_stream: i + 1,
-                    payload: p.clone(),
-                };
-                black_box(tx.send(e).unwrap());
+                black_box(tx.send(broadcast_event(i + 1, &p)).unwrap());
             }
         }
         "gapless_sleeping" => {
@@ -457,13 +446,7 @@ fn instructions(contender: &str, n: u64) {
             let mut recv = Box::pin(rx.recv());
             sleep_broadcast(recv.as_mut());
             for i in 0..n {
-                let e = Event {
-                    seq: gapless::Seq(i + 1),
-                    stream: StreamId(1),
-                    index_in_stream: i + 1,
-                    payload: p.clone(),
-                };
-                black_box(tx.send(e).unwrap());
+                black_box(tx.send(broadcast_event(i + 1, &p)).unwrap());
             }
         }
         other => panic!("unknown contender {other}"),
