@@ -60,9 +60,9 @@ impl std::error::Error for SnapshotError {}
 type Chunks = SmallVec<[Arc<Chunk>; 4]>;
 
 /// A stream snapshot's own events, as offsets from the range's first seq, in
-/// seq order: found by walking the stream's predecessor links back from its
-/// newest event, so that neither pinning nor reading it touches the cells
-/// of other streams. Up to 16 inline.
+/// seq order: found once when it is pinned (`Snapshot::pin_stream`: a scan
+/// of the chunks' tag columns, or the stream's predecessor links), so that
+/// reading it touches no cell of another stream. Up to 16 inline.
 type Own = SmallVec<[u32; 16]>;
 
 /// Ranges shorter than this many seqs are scanned without following links
