@@ -82,15 +82,6 @@ impl KeyedLock {
     }
 }
 
-/// The check, the index in its stream, and the payload of a replica event.
-pub(crate) fn unwrap(payload: &Bytes) -> (u64, u64, Bytes) {
-    match position(payload) {
-        Some((check, index)) => (check, index, payload.slice(PREFIX..)),
-        // Never written by a follower; shown as it is.
-        None => (0, 0, payload.clone()),
-    }
-}
-
 /// The check and the index in its stream of a replica event (`None` for one
 /// no follower wrote).
 pub(crate) fn position(payload: &[u8]) -> Option<(u64, u64)> {

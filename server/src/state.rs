@@ -414,40 +414,19 @@ impl Conn {
     }
 
     /// The wire id and payload of an event read from the session's ring,
-    /// borrowed from it (what [`Conn::wire`] returns, without the stream
-    /// position and without a reference count).
-    pub(crate) fn wire_ref<'a>(
-        &self,
-        stream: gapless::StreamId,
-        seq: gapless::Seq,
-        payload: &'a [u8],
-    ) -> (gapless::EventId, &'a [u8]) {
+    /// the payload borrowed from it (in cluster mode, without the store's
+    /// position prefix).
+    pub(crate) fn wire<'a>(&self, e: gapless::ring::EventRef<'a>) -> (gapless::EventId, &'a [u8]) {
         match &self.cluster {
             Some(_) => {
-                let id = gapless::EventId::new(self.session.namespace(), stream, seq);
-                match crate::cluster::position(payload) {
-                    Some((check, _)) => (id.with_check(check), &payload[crate::cluster::PREFIX..]),
+                let id = gapless::EventId::new(self.session.namespace(), e.stream, e.seq);
+                match crate::cluster::position(e.payload) {
+                    Some((check, _)) => (id.with_check(check), &e.payload[crate::cluster::PREFIX..]),
                     // Never written by a follower; shown as it is.
-                    None => (id.with_check(0), payload),
+                    None => (id.with_check(0), e.payload),
                 }
             }
-            None => (self.session.event_id(stream, seq), payload),
-        }
-    }
-
-    /// The wire id, payload and stream position (the store's, in cluster
-    /// mode) of an event read from the session's ring.
-    pub(crate) fn wire(&self, e: &gapless::Event) -> (gapless::EventId, Bytes, u64) {
-        match &self.cluster {
-            Some(_) => {
-                let (check, index, payload) = crate::cluster::unwrap(&e.payload);
-                (
-                    gapless::EventId::new(self.session.namespace(), e.stream, e.seq).with_check(check),
-                    payload,
-                    index,
-                )
-            }
-            None => (self.session.event_id(e.stream, e.seq), e.payload.clone(), e.index_in_stream),
+            None => (self.session.event_id(e.stream, e.seq), e.payload),
         }
     }
 

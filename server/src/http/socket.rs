@@ -133,11 +133,11 @@ fn fell_behind(lag: gapless::Lagged) -> Message {
 }
 
 fn encode(conn: &Conn, e: &Event) -> Message {
-    let (id, payload, _) = conn.wire(e);
+    let (id, payload) = conn.wire(e.view());
     let text = if payload.is_empty() {
         format!("{{\"id\":\"{id}\",\"message\":null}}")
     } else {
-        let payload = std::str::from_utf8(&payload).expect("events are JSON text");
+        let payload = std::str::from_utf8(payload).expect("events are JSON text");
         format!("{{\"id\":\"{id}\",\"message\":{payload}}}")
     };
     Message::Text(text.into())

@@ -40,7 +40,7 @@ pub(crate) enum Framing {
 
 /// Writes one event as an SSE frame (the id without `fmt`: one per event).
 pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: EventRef<'_>, retry_ms: u128, framing: Framing) {
-    let (id, payload) = conn.wire_ref(e.stream, e.seq, e.payload);
+    let (id, payload) = conn.wire(e);
     if framing == Framing::Legacy {
         if payload.is_empty() {
             return;
