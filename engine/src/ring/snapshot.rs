@@ -114,8 +114,9 @@ impl Snapshot {
     }
 
     /// Pins the chunks covering `from ..= to`; `None` if one is gone.
-    /// Caller guarantees every seq in the range was published (it observed a
-    /// head `>= to` with Acquire).
+    /// Caller guarantees every cell of the range was written before it read,
+    /// with Acquire, a head `>= to` or a stream's high-water mark `>= to`
+    /// (the producer stores either after every cell up to it).
     #[inline(always)]
     pub(crate) fn pin(shared: &Arc<Shared>, from: u64, to: u64) -> Option<Self> {
         debug_assert!(from >= 1 && from <= to);
@@ -284,9 +285,10 @@ impl Snapshot {
     fn slot(&self, seq: u64) -> &super::chunk::Slot {
         let sh = &self.shared.geo;
         let chunk = &self.chunks[(sh.chunk_no(seq) - sh.chunk_no(self.from)) as usize];
-        // SAFETY: `seq` is within the pinned range; `pin`'s caller observed a
-        // head >= `to` with Acquire, so the cell was written and that write
-        // happens-before this read; the chunk is kept alive by `self`.
+        // SAFETY: `seq` is within the pinned range, whose cells were written
+        // before the head or high-water mark `pin`'s caller read with
+        // Acquire, so that write happens-before this read; the chunk is kept
+        // alive by `self`.
         unsafe { chunk.get(sh.cell_idx(seq)) }
     }
 
