@@ -1375,6 +1375,33 @@ fn a_ring_started_at_any_seq_matches_the_model() {
     }
 }
 
+/// The last seq is 2^63 - 1: a ring started a few chunks below it
+/// publishes up to it, across chunk boundaries, and then refuses with
+/// `SeqExhausted`, unchanged; what it holds stays readable and drops
+/// cleanly.
+#[test]
+fn the_sequence_space_ends_at_2_pow_63_minus_1() {
+    const LAST: u64 = (1 << 63) - 1;
+    // Chunks of 4: LAST is the third cell of its chunk, so the refusal
+    // comes inside a chunk, after the producer rolled over two others.
+    let (mut p, r) = new_ring(cfg(8, 1000, 4));
+    p.start_at(LAST - 9);
+    let s = p.open_stream();
+    for i in 0..10 {
+        assert_eq!(p.publish(&s, payload(i, 8)).unwrap(), Seq(LAST - 9 + i));
+    }
+    let bytes = p.retained_bytes();
+    assert_eq!(p.publish(&s, payload(10, 8)), Err(PublishError::SeqExhausted));
+    assert_eq!(p.publish(&s, payload(11, 8)), Err(PublishError::SeqExhausted), "and stays refused");
+    assert_eq!((r.head(), r.oldest(), p.retained_bytes()), (Seq(LAST), Seq(LAST - 7), bytes));
+    let seqs: Vec<u64> = r.snapshot(Seq(LAST - 8)).unwrap().iter().map(|e| e.seq.0).collect();
+    assert_eq!(seqs, (LAST - 7..=LAST).collect::<Vec<_>>());
+    let own: Vec<u64> = r.snapshot_stream(s.id(), Seq(LAST - 3)).unwrap().iter().map(|e| e.seq.0).collect();
+    assert_eq!(own, (LAST - 2..=LAST).collect::<Vec<_>>());
+    drop(p);
+    assert_eq!(r.snapshot(Seq(LAST - 1)).unwrap().len(), 1, "still readable once the producer is gone");
+}
+
 #[test]
 #[should_panic(expected = "start_at on a ring that published")]
 fn start_at_refuses_a_ring_that_published() {
@@ -1382,6 +1409,33 @@ fn start_at_refuses_a_ring_that_published() {
     let s = p.open_stream();
     p.publish(&s, payload(1, 8)).unwrap();
     p.start_at(10);
+}
+
+/// Stream tags are an id's low 32 bits. Past 2^32 - 1 streams two ids
+/// share a tag; a stream snapshot then confirms each candidate on its cell
+/// and yields only its own stream's events, over a short range (the tag
+/// scan) and a long one (links, then the scan).
+#[test]
+fn stream_snapshots_tell_apart_streams_whose_tags_collide() {
+    for events in [60u64, iters(3000, 400)] {
+        let (mut p, r) = ring(cfg(4096, 64 << 20, 64)).unwrap();
+        let a = p.open_stream();
+        p.skip_streams_to(StreamId(1 << 32));
+        let b = p.open_stream();
+        assert_eq!((a.id(), b.id()), (StreamId(1), StreamId((1 << 32) + 1)), "the same low 32 bits");
+        let mut mine = (Vec::new(), Vec::new());
+        for i in 0..events {
+            // Mostly b, so that a's snapshot finds b's cells among its
+            // candidates in every block.
+            let (s, list) = if i % 5 == 0 { (&a, &mut mine.0) } else { (&b, &mut mine.1) };
+            list.push(p.publish(s, payload(i, 8)).unwrap().0);
+        }
+        for (s, want) in [(&a, &mine.0), (&b, &mine.1)] {
+            let got: Vec<u64> = r.snapshot_stream(s.id(), Seq(0)).unwrap().iter().map(|e| e.seq.0).collect();
+            assert_eq!(&got, want, "stream {} over {events} events", s.id());
+            assert!(r.snapshot_stream(s.id(), Seq(0)).unwrap().iter().all(|e| e.stream == s.id()));
+        }
+    }
 }
 
 /// A stream snapshot over a long range follows its stream's links where

@@ -79,8 +79,12 @@ pub struct Producer {
     /// chunk of `head` is being written. Wholly evicted chunks are taken out
     /// (and their shared slots cleared).
     held: Box<[Option<Arc<Chunk>>]>,
-    /// Cells written in the back chunk (== chunk size when a new one is due).
-    fill: usize,
+    /// The seq at which `publish` leaves its fast path: the first seq of
+    /// the chunk after the back chunk (a new chunk is due), or the first
+    /// seq past `MAX_SEQ` if that comes first (nothing more can be
+    /// published). One comparison per publish instead of three (chunk
+    /// full, sequence space left, back chunk now full).
+    roll_at: u64,
     /// The back chunk (the one `roll` installed last, in `held`), or null
     /// before the first: what `publish` writes into while `fill` is below
     /// the chunk size, without finding it by its seq. Valid while `held`
@@ -136,7 +140,7 @@ impl fmt::Debug for Producer {
 impl Producer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         let geo = shared.geo;
-        let (c, nslots) = (geo.chunk_events, geo.slots());
+        let nslots = geo.slots();
         Producer {
             shared,
             geo,
@@ -145,7 +149,7 @@ impl Producer {
             bytes: 0,
             evicted_bytes: 0,
             held: (0..nslots).map(|_| None).collect(),
-            fill: c,
+            roll_at: 1,
             back: std::ptr::null(),
             tail: std::ptr::null(),
             tail_first: 0,
@@ -174,13 +178,12 @@ impl Producer {
         let chunk_first = self.geo.chunk_first(self.geo.chunk_no(first));
         self.roll(chunk_first);
         let chunk = held(&self.held, &self.geo, chunk_first);
-        for _ in chunk_first..first {
+        for s in chunk_first..first {
             let placeholder =
                 Slot { stream: StreamId(0), index_in_stream: 0, prev_in_stream: 0, payload: Bytes::new() };
             // SAFETY: the ring has published nothing, so no reader looks at
-            // any cell; cell `fill` of the new chunk is unwritten.
-            unsafe { chunk.write(self.fill, placeholder) };
-            self.fill += 1;
+            // any cell; cell `s` of the new chunk is unwritten.
+            unsafe { chunk.write(self.geo.cell_idx(s), placeholder) };
         }
         self.head = first - 1;
         self.oldest = first;
@@ -309,33 +312,32 @@ impl Producer {
         if len > budget {
             return Err(PublishError::PayloadTooLarge { len, budget });
         }
-        if self.head == MAX_SEQ {
-            return Err(PublishError::SeqExhausted);
-        }
         let seq = self.head + 1;
-        let oldest_pending = self.evict_for(seq, len);
-        if self.fill == self.geo.chunk_events {
+        if seq == self.roll_at {
+            // Before eviction, so that a refusal leaves the ring unchanged.
+            // The new chunk's slot is free already: its previous chunk lies
+            // wholly below `seq - capacity` (see `roll`).
+            if seq > MAX_SEQ {
+                return Err(PublishError::SeqExhausted);
+            }
             self.roll(seq);
         }
+        let oldest_pending = self.evict_for(seq, len);
         let prev = rec.high.load(Ordering::Relaxed);
         let index = rec.published.load(Ordering::Relaxed) + 1;
         debug_assert!(std::ptr::eq(self.back, held(&self.held, &self.geo, seq)));
-        // SAFETY: `fill` is below the chunk size (a full chunk was rolled
-        // over just above), so `back` is the chunk of `seq`, which `held`
-        // keeps alive (see the field).
+        // SAFETY: `seq` is below `roll_at` or a chunk was rolled for it just
+        // above, so `back` is the chunk of `seq`, which `held` keeps alive
+        // (see the field): eviction never evicts the seq being published.
         let chunk = unsafe { &*self.back };
-        // SAFETY: we are the only producer; cell `fill` of the back chunk
-        // holds `seq`, which is not yet published, so no reader looks at it;
-        // it is unwritten (a new chunk) or was dropped by `recycle`.
+        // SAFETY: we are the only producer; `seq`'s cell of the back chunk
+        // is not yet published, so no reader looks at it; it is unwritten
+        // (a new chunk) or was dropped by `recycle`.
         unsafe {
             chunk.write(
-                self.fill,
+                self.geo.cell_idx(seq),
                 Slot { stream: rec.id, index_in_stream: index, prev_in_stream: prev, payload },
             );
-        }
-        self.fill += 1;
-        if self.fill == self.geo.chunk_events {
-            chunk.seal(self.fill);
         }
         self.bytes += len;
         if prev == 0 {
@@ -573,11 +575,17 @@ impl Producer {
         unsafe { held(&self.held, &self.geo, seq).get(self.geo.cell_idx(seq)) }.payload.len()
     }
 
-    /// Starts a new chunk whose first seq is `seq`.
+    /// Starts a new chunk whose first seq is `seq` (a chunk boundary), and
+    /// seals the back chunk, which is full.
     #[cold]
     #[inline(never)]
     fn roll(&mut self, seq: u64) {
         let c = self.geo.chunk_events;
+        if !self.back.is_null() {
+            // SAFETY: the back chunk is the head's (`seq - 1` is its last
+            // cell), which no eviction has evicted: `held` holds it.
+            unsafe { &*self.back }.seal(c);
+        }
         let chunk = match self.spare.take() {
             Some(mut spare) => match Arc::get_mut(&mut spare) {
                 Some(m) => {
@@ -590,16 +598,19 @@ impl Producer {
         };
         let k = self.geo.chunk_no(seq);
         debug_assert_eq!(self.geo.cell_idx(seq), 0);
-        // The slot's previous chunk (k - nslots) is wholly evicted: the
-        // window spans at most ceil(cap/C) + 1 <= nslots chunks, and its slot
-        // was cleared when it was evicted.
+        // The slot's previous chunk (k - nslots) is wholly evicted, and its
+        // slot was cleared then: `publish` rolls before it evicts for `seq`,
+        // when the retained window is at most `cap` events ending at
+        // `seq - 1`, so `oldest >= seq - cap`; that chunk's last seq is
+        // `seq - 1 - (nslots - 1) * C`, below it, because
+        // `(nslots - 1) * C >= ceil(cap / C) * C >= cap`.
         let i = self.geo.slot_of(k);
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.back = Arc::as_ptr(&chunk);
         self.held[i] = Some(chunk);
         self.chunks += 1;
-        self.fill = 0;
+        self.roll_at = (seq + c as u64).min(MAX_SEQ + 1);
     }
 
     /// Wakes waiting readers (after a change they wait for that is not a new
@@ -645,12 +656,16 @@ fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
 
 impl Drop for Producer {
     fn drop(&mut self) {
-        // The head's chunk may be gone already if it was full and evicted
-        // (`evict_to` on a ring whose last chunk is complete); a full chunk
-        // was sealed when it filled.
+        // The head's chunk is the back chunk, which `roll` has not sealed:
+        // seal it with the cells written. Absent only when the head lies
+        // before a chunk `start_at` rolled (its cells are placeholders of
+        // that chunk, below `oldest`; `back` has none written then).
         if self.head > 0 {
-            if let Some(c) = &self.held[self.geo.slot_of(self.geo.chunk_no(self.head))] {
-                c.seal(self.fill);
+            let k = self.geo.chunk_no(self.head);
+            if let Some(c) = &self.held[self.geo.slot_of(k)] {
+                if c.first == self.geo.chunk_first(k) {
+                    c.seal(self.geo.cell_idx(self.head) + 1);
+                }
             }
         }
         self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);

@@ -56,6 +56,8 @@ pub(crate) struct Geometry {
     pub(crate) chunk_events: usize,
     /// log2(`C`).
     pub(crate) chunk_shift: u32,
+    /// `C - 1`: a seq's cell index is `(seq - 1) & cell_mask`.
+    pub(crate) cell_mask: u64,
     /// Slots - 1 (`S` is a power of two).
     pub(crate) slot_mask: usize,
 }
@@ -71,6 +73,7 @@ impl Geometry {
             byte_budget: config.byte_budget,
             chunk_events: config.chunk_events,
             chunk_shift: config.chunk_events.trailing_zeros(),
+            cell_mask: config.chunk_events as u64 - 1,
             slot_mask: needed.next_power_of_two() - 1,
         }
     }
@@ -95,7 +98,7 @@ impl Geometry {
     /// Cell index of `seq` inside its chunk.
     #[inline(always)]
     pub(crate) fn cell_idx(&self, seq: u64) -> usize {
-        ((seq - 1) & ((1u64 << self.chunk_shift) - 1)) as usize
+        ((seq - 1) & self.cell_mask) as usize
     }
 
     /// Slot index of chunk `k`.
