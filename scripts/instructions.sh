@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Instructions per operation of the in-process publish path, under callgrind
+# Instructions per operation of the in-process publish and resume paths, under callgrind
 # (BENCHMARKS.md): `(Ir(2N) - Ir(N)) / N` for each contender of
 # `interleaved --instructions`. These counts repeat exactly whatever the load.
 #
 #   scripts/instructions.sh            # the working tree
 #   scripts/instructions.sh REV...     # each commit, built in a temporary worktree
+#   CONTENDERS="gapless floor" scripts/instructions.sh   # some contenders only
 #
 # Needs valgrind (scripts/setup.sh does not install it: benchmarks are not
 # part of the test suite; `apt-get install valgrind`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-200000}
-CONTENDERS=${CONTENDERS:-"gapless session floor broadcast gapless_sleeping broadcast_sleeping"}
+N_RESUME=${N_RESUME:-1000}
+# resume_S_G: one per-stream resume of G events among S interleaved streams
+# (instructions per resume, not per event).
+CONTENDERS=${CONTENDERS:-"gapless session floor broadcast gapless_sleeping broadcast_sleeping resume_8_16 resume_8_256 resume_256_8 resume_1024_2"}
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 
 ir() { # binary contender n -> total instructions
@@ -26,10 +30,12 @@ measure() { # label binary
   local out
   out=$(mktemp)
   for c in $CONTENDERS; do
-    local a b
-    a=$(ir "$2" "$c" "$N")
-    b=$(ir "$2" "$c" $((2 * N)))
-    echo "$1 $c $(((b - a) / N))" | tee -a "$out"
+    local a b n=$N
+    # A resume is about a hundred times a publish: fewer of them.
+    case $c in resume_*) n=$N_RESUME ;; esac
+    a=$(ir "$2" "$c" "$n")
+    b=$(ir "$2" "$c" $((2 * n)))
+    echo "$1 $c $(((b - a) / n))" | tee -a "$out"
   done
   # The instruction ratios beside the interleaved bench's time ratios
   # (the same pairs and goals), for the contenders measured.

@@ -32,7 +32,9 @@
 //! (default 201 rounds); writes `<target>/gapless-bench/interleaved.json`.
 //!
 //! `interleaved --instructions CONTENDER N` (`gapless`, `session`, `floor`,
-//! `broadcast`, `gapless_sleeping`, `broadcast_sleeping`) only runs N operations of one contender, for callgrind:
+//! `broadcast`, `gapless_sleeping`, `broadcast_sleeping`, or `resume_S_G`: a
+//! per-stream resume of G events among S interleaved streams) only runs N
+//! operations of one contender, for callgrind:
 //! `(Ir(2N) - Ir(N)) / N` is its instruction count per operation, which
 //! repeats exactly whatever else the machine does.
 
@@ -449,6 +451,46 @@ fn instructions(contender: &str, n: u64) {
                 black_box(tx.send(broadcast_event(i + 1, &p)).unwrap());
             }
         }
-        other => panic!("unknown contender {other}"),
+        other => match resume_shape(other) {
+            Some((streams, gap)) => resume_instructions(streams, gap, n),
+            None => panic!("unknown contender {other}"),
+        },
+    }
+}
+
+/// `resume_S_G`: a per-stream resume among S interleaved streams, G events
+/// behind (the criterion `resume` group's shape, any S and G).
+fn resume_shape(name: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix("resume_")?;
+    let (s, g) = rest.split_once('_')?;
+    Some((s.parse().ok()?, g.parse().ok()?))
+}
+
+/// N per-stream resumes of one stream among `streams` interleaved ones in a
+/// full ring of 4 096, each `gap` events of that stream behind: pin them
+/// (`snapshot_stream`) and read each, as the criterion `resume` bench does.
+fn resume_instructions(streams: u64, gap: u64, n: u64) {
+    let p = payload();
+    let hub = Hub::new(HubConfig::default()).unwrap();
+    let capacity = hub.config().ring.capacity as u64;
+    let session = hub.create(None).unwrap();
+    let mut handles = vec![session.standalone().clone()];
+    while (handles.len() as u64) < streams {
+        handles.push(session.open_stream().unwrap());
+    }
+    for i in 0..capacity {
+        session.publish(&handles[(i % streams) as usize], p.clone()).unwrap();
+    }
+    let target = &handles[(streams / 2) as usize];
+    // The target's events are the seqs congruent to its position; the
+    // cursor is its event `gap` before its last.
+    let pos = (streams / 2) + 1;
+    let last = capacity - streams + pos;
+    let cursor = Seq(last - gap * streams);
+    let reader = session.reader();
+    assert_eq!(reader.snapshot_stream(target.id(), cursor).unwrap().len() as u64, gap);
+    for _ in 0..n {
+        let snap = reader.snapshot_stream(target.id(), black_box(cursor)).unwrap();
+        black_box(snap.iter().fold(0u64, |acc, e| acc ^ e.seq.0 ^ e.stream.0 ^ e.payload.len() as u64));
     }
 }

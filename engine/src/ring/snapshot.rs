@@ -172,13 +172,19 @@ impl Snapshot {
 
     /// Pushes, in seq order, the offsets of `stream`'s events in
     /// `from ..= to` (within the pinned range): 64 cells at a time, the
-    /// chunks' tag columns give the candidates and each candidate's cell
-    /// confirms it. Only the stream's own cells are loaded (and a tag
-    /// collision's), not every cell of the range.
+    /// chunks' tag columns give the candidates. While the ring has opened
+    /// at most 2^32 - 1 streams, every tag (an id's low 32 bits) names one
+    /// stream, so a candidate is the stream's; past that, each candidate's
+    /// cell confirms it. No cell is loaded here while tags are unique.
     fn scan(&mut self, from: u64, to: u64, stream: StreamId) {
+        // Every id in a cell of the range was opened (and counted here,
+        // Release) before its event was published, so before the head or
+        // high-water mark our caller acquired: this load sees at least it.
+        let unique = self.shared.streams_opened.load(Ordering::Acquire) <= u64::from(u32::MAX);
         let geo = &self.shared.geo;
         let k0 = (geo.chunk_no(from) - geo.chunk_no(self.from)) as usize;
         let mut seq = from;
+        let (already, mut estimate) = (self.own.len(), true);
         for chunk in &self.chunks[k0..] {
             let end = (geo.cell_idx(seq) + (to - seq) as usize + 1).min(geo.chunk_events);
             let mut a = geo.cell_idx(seq);
@@ -189,13 +195,30 @@ impl Snapshot {
                 // range, written before the head (or the stream's high-water
                 // mark) that `pin`'s caller read with Acquire, and `chunk` is
                 // kept alive by `self`.
-                let mut mask = unsafe { chunk.tag_mask(a, n, stream) };
-                while mask != 0 {
-                    let i = a + mask.trailing_zeros() as usize;
-                    mask &= mask - 1;
-                    // SAFETY: cell `i` is one of those cells.
-                    if unsafe { chunk.get(i) }.stream == stream {
-                        self.own.push((base + i as u64 - self.from) as u32);
+                let mask = unsafe { chunk.tag_mask(a, n, stream) };
+                // Offsets from `self.from` of cells `a ..` of this block.
+                let off = (base + a as u64 - self.from) as u32;
+                if unique {
+                    // One reservation per block, then plain writes: a push
+                    // per event cost more than finding it.
+                    let n = mask.count_ones() as usize;
+                    self.own.reserve(n);
+                    let len = self.own.len();
+                    // SAFETY: `n` more offsets fit (reserved), exactly `n`
+                    // are written (one per set bit), then counted.
+                    unsafe {
+                        let p = self.own.as_mut_ptr().add(len);
+                        for (k, i) in Bits(mask).enumerate() {
+                            p.add(k).write(off + i);
+                        }
+                        self.own.set_len(len + n);
+                    }
+                } else {
+                    for i in Bits(mask) {
+                        // SAFETY: cell `a + i` is one of those cells.
+                        if unsafe { chunk.get(a + i as usize) }.stream == stream {
+                            self.own.push(off + i);
+                        }
                     }
                 }
                 a += n;
@@ -203,6 +226,14 @@ impl Snapshot {
             seq = base + end as u64;
             if seq > to {
                 break;
+            }
+            if estimate && seq - from >= 64 {
+                // Room for the rest at the density of the first 64 seqs or
+                // more: growing by doubling copied the list several times
+                // on a long resume. Exact for a stream spread evenly.
+                estimate = false;
+                let found = (self.own.len() - already) as u64;
+                self.own.reserve(((to + 1 - seq) * found / (seq - from)) as usize);
             }
         }
     }
@@ -384,8 +415,23 @@ impl<'a> Iterator for SnapshotIter<'a> {
         let (snap, mut seq) = (self.snap, self.next);
         let mut acc = init;
         if snap.filter.is_some() {
+            // An offset's position counted from the first pinned chunk's
+            // first cell names its chunk and cell with a shift and a mask.
+            let sh = &snap.shared.geo;
+            let (chunks, base) = (&snap.chunks[..], sh.cell_idx(snap.from) as u64);
             for &o in &snap.own[self.i..] {
-                acc = f(acc, snap.get(snap.from + u64::from(o)));
+                let pos = base + u64::from(o);
+                let chunk = &chunks[(pos >> sh.chunk_shift) as usize];
+                // SAFETY: as in `Snapshot::get`: an offset of `own` is a
+                // seq within the pinned range, in that chunk.
+                let slot = unsafe { chunk.get((pos & sh.cell_mask) as usize) };
+                let e = EventRef {
+                    seq: Seq(snap.from + u64::from(o)),
+                    stream: slot.stream,
+                    index_in_stream: slot.index_in_stream,
+                    payload: &slot.payload,
+                };
+                acc = f(acc, e);
             }
             return acc;
         }
@@ -429,6 +475,31 @@ impl<'a> Iterator for SnapshotIter<'a> {
 }
 
 impl ExactSizeIterator for SnapshotIter<'_> {}
+
+/// The set bits of a mask, lowest first, as bit positions.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = u32;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<u32> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros();
+        self.0 &= self.0 - 1;
+        Some(i)
+    }
+
+    #[inline(always)]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.0.count_ones() as usize;
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Bits {}
 
 /// The stream's marks as the gap verdict needs them (`gap::stream_gap`).
 fn marks(rec: &StreamRecord, high: u64) -> StreamMarks {
