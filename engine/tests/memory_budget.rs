@@ -20,6 +20,16 @@ use std::sync::Arc;
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Bytes allocated minus bytes freed by this thread: exact for a test
+    /// whose allocations stay on its thread, whatever other threads do.
+    static MINE: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+}
+
+/// This thread's [`MINE`].
+fn mine() -> isize {
+    MINE.with(|c| c.get())
+}
 
 // SAFETY: every call forwards to the system allocator with the caller's
 // layout; the counters only observe.
@@ -30,11 +40,14 @@ unsafe impl GlobalAlloc for Counting {
         if !p.is_null() {
             let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
+            // `try_with`: nothing to count once the thread is exiting.
+            let _ = MINE.try_with(|c| c.set(c.get() + l.size() as isize));
         }
         p
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        let _ = MINE.try_with(|c| c.set(c.get() - l.size() as isize));
         // SAFETY: `p` came from `alloc` with this layout.
         unsafe { System.dealloc(p, l) }
     }
@@ -55,8 +68,8 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// A ring whose byte budget binds (not its capacity) holds, at every
 /// publish, at most: its retained payloads as allocated (payloads of 512 B
 /// to 8 KiB made the way `serde_json::to_vec` leaves them, with twice the
-/// capacity they need, and passed through `exact_bytes`, which leaves at
-/// most an eighth plus 64 bytes unused); the evicted payloads still in the
+/// capacity they need, and passed through `exact_bytes`, after which each
+/// allocation is the payload's length); the evicted payloads still in the
 /// one chunk that is partly evicted; the cells of the chunks of its window
 /// and a spare; and a constant (slot table, stream record, the ring's
 /// shared state), measured before the first publish. Without `exact_bytes`
@@ -77,11 +90,14 @@ fn a_ring_holds_its_byte_budget_one_chunk_and_a_constant() {
     // predecessor, `Bytes`) and a 4-byte stream tag, plus a chunk header
     // each.
     let chunk = 64 * (56 + 4) + 64;
-    let alloc = |len: usize| len + len / 8 + 64;
+    // Exactly the payload: no spare capacity, no shared header.
+    let alloc = |len: usize| len;
     let (mut peak, mut held_events) = (0, 0);
     for i in 0..n {
         let len = 512 + (i * 7919) % (8192 - 512);
-        let mut v = Vec::with_capacity(2 * len);
+        // As `serde_json::to_vec` leaves them (twice the capacity), or
+        // with a little spare capacity, as `format!` often does.
+        let mut v = Vec::with_capacity(if i % 2 == 0 { 2 * len } else { len + 16 });
         v.resize(len, i as u8);
         p.publish(&stream, gapless::ring::exact_bytes(v)).unwrap();
         lens.push(len);
@@ -101,6 +117,29 @@ fn a_ring_holds_its_byte_budget_one_chunk_and_a_constant() {
     // 4.3 KiB on average fill 1 MiB).
     assert!(held_events < 400, "{held_events} events held: the budget did not bind");
     assert!(peak > budget * 3 / 4, "peak {peak}: the ring never filled its budget");
+}
+
+/// `exact_bytes` leaves exactly the payload's length allocated, whatever
+/// spare capacity its `Vec` had, small or large: no spare bytes and no
+/// shared header (which `Bytes::from` allocates for a `Vec` with spare
+/// capacity).
+#[test]
+fn exact_bytes_allocates_exactly_the_length() {
+    let _turn = serial();
+    for (len, cap) in [(100, 100), (100, 116), (100, 200), (5000, 5001), (70_000, 70_016), (70_000, 140_000)] {
+        let mut v = Vec::with_capacity(cap);
+        v.resize(len, 7u8);
+        let before = mine();
+        let b = gapless::ring::exact_bytes(v);
+        let after = mine();
+        assert_eq!(after + cap as isize, before + len as isize, "len {len}, capacity {cap}");
+        assert_eq!((b.len(), b[len - 1]), (len, 7));
+        // Cloning it (a shared reference, as a second reader would take)
+        // then allocates the header once.
+        let c = b.clone();
+        drop((b, c));
+        assert_eq!(mine() + cap as isize, before, "all freed: len {len}");
+    }
 }
 
 /// Every live session of `hub` together keeps at most the budget plus a

@@ -3,18 +3,29 @@
 use bytes::Bytes;
 use gapless_wire::{Seq, StreamId};
 
-/// A payload made from `v` whose allocation is what its length says: the
+/// A payload made from `v` whose allocation is exactly its length: the
 /// ring's byte budget and the hub's memory budget count a payload by its
-/// length, while a `Bytes` made from a `Vec` keeps the `Vec`'s whole
-/// capacity alive (`serde_json::to_vec` and `format!` often leave half of
-/// it unused). A `Vec` whose capacity is well above its length is shrunk
-/// first (which may copy it); others are taken as they are.
-pub fn exact_bytes(mut v: Vec<u8>) -> Bytes {
-    if v.capacity() > v.len() + v.len() / 8 + 64 {
-        v.shrink_to_fit();
+/// length, while a `Bytes` made from a `Vec` with spare capacity keeps the
+/// whole capacity alive (`serde_json::to_vec` and `format!` leave some, up
+/// to half of it) and allocates a 24-byte shared header besides. A `Vec`
+/// with no spare capacity is taken as it is; a smaller one with spare
+/// capacity is copied into an allocation of its length (its own buffer is
+/// freed, for the next `Vec` of its size to reuse: shrinking it in place
+/// would leave a small hole beside each retained payload); a larger one
+/// (over 64 KiB) is shrunk in place, where the copy would cost more than
+/// the hole.
+pub fn exact_bytes(v: Vec<u8>) -> Bytes {
+    if v.len() == v.capacity() {
+        Bytes::from(v)
+    } else if v.len() <= COPY_MAX {
+        Bytes::copy_from_slice(&v)
+    } else {
+        Bytes::from(v.into_boxed_slice())
     }
-    Bytes::from(v)
 }
+
+/// Largest payload `exact_bytes` copies rather than shrinks.
+const COPY_MAX: usize = 64 << 10;
 
 /// One published event, owned: `(seq, stream, payload)`. Cloning the payload
 /// is a reference-count bump, never a copy of the bytes.
