@@ -61,28 +61,52 @@ pub const ENCODED_MAX: usize = 2 * NS_DIGITS + 2 * 20 + 3;
 
 /// Writes `v` as 16 lowercase hex digits into `out` (16 bytes).
 fn hex16(out: &mut [u8], v: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (i, d) in out.iter_mut().enumerate() {
-        *d = HEX[((v >> (60 - 4 * i)) & 0xf) as usize];
-    }
+    // Each nibble in a byte of its own, most significant first, then all
+    // sixteen turned into ASCII at once: no table, no loop.
+    let hex = |half: u32| -> [u8; 8] {
+        let mut x = u64::from(half);
+        x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+        x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+        x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+        // 1 in each byte whose nibble is 10 or more (it carries into bit 4).
+        let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+        (x + 0x3030_3030_3030_3030 + letters * (b'a' - b'0' - 10) as u64).to_be_bytes()
+    };
+    out[..8].copy_from_slice(&hex((v >> 32) as u32));
+    out[8..16].copy_from_slice(&hex(v as u32));
 }
 
+/// "00" to "99".
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Writes `v` in decimal, no leading zeros, at the start of `out`; returns
-/// how many bytes.
+/// how many bytes. Two digits at a time, straight into place.
 fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+    let mut n = 1;
+    let mut t = v;
+    while t >= 10 {
+        t /= 10;
+        n += 1;
     }
-    let len = digits.len() - i;
-    out[..len].copy_from_slice(&digits[i..]);
-    len
+    let out = &mut out[..n];
+    let mut i = n;
+    while v >= 100 {
+        let r = (v % 100) as usize;
+        v /= 100;
+        i -= 2;
+        out[i..i + 2].copy_from_slice(&PAIRS[2 * r..2 * r + 2]);
+    }
+    if v >= 10 {
+        out[..2].copy_from_slice(&PAIRS[2 * v as usize..2 * v as usize + 2]);
+    } else {
+        out[0] = b'0' + v as u8;
+    }
+    n
 }
 
 /// A 64-bit token naming one session incarnation on the wire.

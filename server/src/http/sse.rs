@@ -38,6 +38,11 @@ pub(crate) enum Framing {
     Legacy,
 }
 
+/// The most an SSE frame adds to its payload: `event: message` (legacy
+/// framing), `id: ` and the longest id, `data: ` and the blank line. A
+/// priming frame's `retry:` line may take a little more.
+const FRAME_MAX: usize = 15 + 4 + gapless::wire::ENCODED_MAX + 7 + 2;
+
 /// Writes one event as an SSE frame (the id without `fmt`: one per event).
 pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: EventRef<'_>, retry_ms: u128, framing: Framing) {
     let (id, payload) = conn.wire(e);
@@ -260,9 +265,10 @@ impl Stream for SseBody {
             };
             match step {
                 Poll::Ready(Some(Ok(batch))) => {
-                    if out.capacity() == 0 {
-                        out.reserve(8 << 10);
-                    }
+                    // Room for the whole batch at once (its payloads and
+                    // each frame's fixed part), rather than growing by
+                    // doubling from a guess as frames are written.
+                    out.reserve(batch.iter().map(|e| e.payload.len() + FRAME_MAX).sum());
                     for e in batch.iter() {
                         encode(&mut out, &this.conn, e, this.retry_ms, this.framing);
                     }
