@@ -126,7 +126,8 @@ fn a_ring_holds_its_byte_budget_one_chunk_and_a_constant() {
 #[test]
 fn exact_bytes_allocates_exactly_the_length() {
     let _turn = serial();
-    for (len, cap) in [(100, 100), (100, 116), (100, 200), (5000, 5001), (70_000, 70_016), (70_000, 140_000)] {
+    for (len, cap) in [(100, 100), (100, 116), (100, 200), (5000, 5001), (70_000, 70_016), (70_000, 140_000)]
+    {
         let mut v = Vec::with_capacity(cap);
         v.resize(len, 7u8);
         let before = mine();

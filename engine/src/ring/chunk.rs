@@ -57,8 +57,7 @@ unsafe fn match4(p: *const u32, want: u32) -> u32 {
 #[inline(always)]
 unsafe fn match16(p: *const u32, want: u32) -> u32 {
     use std::arch::x86_64::{
-        _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16, _mm_packs_epi32,
-        _mm_set1_epi32,
+        _mm_cmpeq_epi32, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16, _mm_packs_epi32, _mm_set1_epi32,
     };
     // SAFETY: SSE2 is part of x86_64; the four unaligned loads read the 64
     // bytes the caller vouches for.
@@ -189,7 +188,8 @@ impl Chunk {
             // A whole block: the same as the loop below, sixteen at a time.
             for q in 0..4 {
                 // SAFETY: as below, for `16 * q .. 16 * q + 16`.
-                mask |= u64::from(unsafe { match16(tags.as_ptr().add(16 * q).cast::<u32>(), want) }) << (16 * q);
+                mask |=
+                    u64::from(unsafe { match16(tags.as_ptr().add(16 * q).cast::<u32>(), want) }) << (16 * q);
             }
             return mask;
         }

@@ -622,7 +622,10 @@ mod tests {
                 );
                 assert_eq!(String::from_utf8(m.clone()).unwrap(), want);
                 let v: Value = serde_json::from_slice(&m).unwrap();
-                assert_eq!((v["params"]["data"]["seq"].as_u64(), v["params"]["data"]["pad"].as_str()), (Some(i), Some(pad)));
+                assert_eq!(
+                    (v["params"]["data"]["seq"].as_u64(), v["params"]["data"]["pad"].as_str()),
+                    (Some(i), Some(pad))
+                );
             }
         }
     }
