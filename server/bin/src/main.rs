@@ -10,6 +10,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc, not the system allocator (the `jemalloc` feature, on by
+/// default; the reasons are in Cargo.toml).
+#[cfg(all(unix, feature = "jemalloc"))]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// An MCP server whose streams never lose an event silently.
 #[derive(Parser, Debug)]
 #[command(version, about)]
