@@ -87,12 +87,7 @@ const PAIRS: &[u8; 200] = b"\
 /// Writes `v` in decimal, no leading zeros, at the start of `out`; returns
 /// how many bytes. Two digits at a time, straight into place.
 fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut n = 1;
-    let mut t = v;
-    while t >= 10 {
-        t /= 10;
-        n += 1;
-    }
+    let n = v.checked_ilog10().unwrap_or(0) as usize + 1;
     let out = &mut out[..n];
     let mut i = n;
     while v >= 100 {
@@ -107,6 +102,16 @@ fn decimal(out: &mut [u8], mut v: u64) -> usize {
         out[0] = b'0' + v as u8;
     }
     n
+}
+
+/// The longest seq [`encode_seq`] writes (`u64::MAX` in decimal).
+pub const SEQ_MAX_LEN: usize = 20;
+
+/// Writes `seq` as an id's seq field (decimal, no leading zeros): what
+/// [`EventId::encode`] writes after [`EventId::encode_prefix`].
+pub fn encode_seq(seq: crate::Seq, buf: &mut [u8; SEQ_MAX_LEN]) -> &[u8] {
+    let n = decimal(buf, seq.0);
+    &buf[..n]
 }
 
 /// A 64-bit token naming one session incarnation on the wire.
@@ -158,6 +163,23 @@ impl EventId {
     /// returns the bytes written, without the formatting machinery: the SSE
     /// path writes one id per event.
     pub fn encode<'b>(&self, buf: &'b mut [u8; ENCODED_MAX]) -> &'b [u8] {
+        let n = self.prefix_into(buf);
+        let end = n + decimal(&mut buf[n..], self.seq.0);
+        &buf[..end]
+    }
+
+    /// What [`EventId::encode`] writes before the seq: the tag and the `-`.
+    /// Ids without a check that share a namespace and a stream share it, so
+    /// a transport writing many ids of one stream can keep it and append
+    /// each seq with [`encode_seq`].
+    pub fn encode_prefix<'b>(&self, buf: &'b mut [u8; ENCODED_MAX]) -> &'b [u8] {
+        let n = self.prefix_into(buf);
+        &buf[..n]
+    }
+
+    /// Writes the tag and the `-` at the start of `buf`; returns how many
+    /// bytes (at most `ENCODED_MAX - 20`, room left for any seq).
+    fn prefix_into(&self, buf: &mut [u8; ENCODED_MAX]) -> usize {
         hex16(&mut buf[..NS_DIGITS], self.ns.0);
         let mut n = NS_DIGITS;
         buf[n] = b'_';
@@ -169,9 +191,7 @@ impl EventId {
             n += 1 + NS_DIGITS;
         }
         buf[n] = b'-';
-        n += 1;
-        n += decimal(&mut buf[n..], self.seq.0);
-        &buf[..n]
+        n + 1
     }
 
     /// Parses the wire form strictly (see the module docs).
@@ -429,6 +449,9 @@ mod tests {
             let c = edges[(i * 13 + 5) % edges.len()];
             for e in [id(a, b, c), id(c, a, b).with_check(b), id(b, c, a).with_check(a)] {
                 assert_eq!(std::str::from_utf8(e.encode(&mut buf)).unwrap(), e.to_string());
+                let mut joined = e.encode_prefix(&mut buf).to_vec();
+                joined.extend_from_slice(encode_seq(e.seq, &mut [0; SEQ_MAX_LEN]));
+                assert_eq!(std::str::from_utf8(&joined).unwrap(), e.to_string());
             }
         }
         let longest = id(u64::MAX, u64::MAX, u64::MAX).with_check(u64::MAX);

@@ -28,5 +28,5 @@ pub mod event_id;
 mod ids;
 
 pub use error::ErrorKind;
-pub use event_id::{EventId, Namespace, ENCODED_MAX};
+pub use event_id::{encode_seq, EventId, Namespace, ENCODED_MAX, SEQ_MAX_LEN};
 pub use ids::{Seq, StreamId};

@@ -44,7 +44,14 @@ pub(crate) enum Framing {
 const FRAME_MAX: usize = 15 + 4 + gapless::wire::ENCODED_MAX + 7 + 2;
 
 /// Writes one event as an SSE frame (the id without `fmt`: one per event).
-pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: EventRef<'_>, retry_ms: u128, framing: Framing) {
+pub(crate) fn encode(
+    out: &mut BytesMut,
+    ids: &mut IdPrefix,
+    conn: &Conn,
+    e: EventRef<'_>,
+    retry_ms: u128,
+    framing: Framing,
+) {
     let (id, payload) = conn.wire(e);
     if framing == Framing::Legacy {
         if payload.is_empty() {
@@ -52,15 +59,50 @@ pub(crate) fn encode(out: &mut BytesMut, conn: &Conn, e: EventRef<'_>, retry_ms:
         }
         out.put_slice(b"event: message\n");
     }
-    let mut buf = [0u8; gapless::wire::ENCODED_MAX];
-    out.put_slice(b"id: ");
-    out.put_slice(id.encode(&mut buf));
+    ids.put(out, &id);
     if payload.is_empty() {
         out.put_slice(format!("\nretry: {retry_ms}\ndata:\n\n").as_bytes());
     } else {
         out.put_slice(b"\ndata: ");
         out.put_slice(payload);
         out.put_slice(b"\n\n");
+    }
+}
+
+/// `id: ` and the id's tag up to its seq, for the stream a body wrote
+/// last: an id without a check shares it with every id of its stream
+/// (`gapless::EventId::encode_prefix`), so each event writes only its seq.
+pub(crate) struct IdPrefix {
+    /// Whose prefix `bytes` holds (`None`: nobody's yet).
+    of: Option<(gapless::Namespace, StreamId)>,
+    len: usize,
+    bytes: [u8; 4 + gapless::wire::ENCODED_MAX],
+}
+
+impl IdPrefix {
+    pub(crate) fn new() -> Self {
+        IdPrefix { of: None, len: 0, bytes: [0; 4 + gapless::wire::ENCODED_MAX] }
+    }
+
+    /// Writes `id: ` and `id`.
+    fn put(&mut self, out: &mut BytesMut, id: &gapless::EventId) {
+        if id.check.is_some() {
+            // A check differs per event (cluster mode): the whole id.
+            let mut buf = [0u8; gapless::wire::ENCODED_MAX];
+            out.put_slice(b"id: ");
+            out.put_slice(id.encode(&mut buf));
+            return;
+        }
+        if self.of != Some((id.ns, id.stream)) {
+            let mut buf = [0u8; gapless::wire::ENCODED_MAX];
+            let tag = id.encode_prefix(&mut buf);
+            self.bytes[..4].copy_from_slice(b"id: ");
+            self.bytes[4..4 + tag.len()].copy_from_slice(tag);
+            self.len = 4 + tag.len();
+            self.of = Some((id.ns, id.stream));
+        }
+        out.put_slice(&self.bytes[..self.len]);
+        out.put_slice(gapless::wire::encode_seq(id.seq, &mut [0; gapless::wire::SEQ_MAX_LEN]));
     }
 }
 
@@ -148,6 +190,7 @@ pub(crate) struct SseBody {
     framing: Framing,
     /// Sent before the first event (the legacy `endpoint` event).
     preface: Option<Bytes>,
+    ids: IdPrefix,
     /// This stream's span (the session's tag, the stream, the framing):
     /// entered on every poll, so what the body logs carries it.
     span: tracing::Span,
@@ -188,6 +231,7 @@ impl SseBody {
             gen: attach.0,
             framing,
             preface,
+            ids: IdPrefix::new(),
             span,
             _guard: guard,
         }
@@ -237,7 +281,7 @@ impl Stream for SseBody {
         // The store's backlog (a cluster resume's replay) first, one by one.
         while out.len() < BATCH_BYTES {
             let Some(e) = this.sub.backlog.pop_front() else { break };
-            encode(&mut out, &this.conn, e.view(), this.retry_ms, this.framing);
+            encode(&mut out, &mut this.ids, &this.conn, e.view(), this.retry_ms, this.framing);
             last = Some(e);
         }
         // Then the ring: batches borrowed from its chunks, encoded without a
@@ -267,10 +311,16 @@ impl Stream for SseBody {
                 Poll::Ready(Some(Ok(batch))) => {
                     // Room for the whole batch at once (its payloads and
                     // each frame's fixed part), rather than growing by
-                    // doubling from a guess as frames are written.
-                    out.reserve(batch.iter().map(|e| e.payload.len() + FRAME_MAX).sum());
+                    // doubling from a guess as frames are written. A write
+                    // that takes a second batch is one of many events: it
+                    // grows once, to room for the rest of `BATCH_BYTES`
+                    // too, instead of copying what it holds at every batch
+                    // (a batch ends at a chunk's end).
+                    let need: usize = batch.iter().map(|e| e.payload.len() + FRAME_MAX).sum();
+                    let room = if out.is_empty() { need } else { need.max(BATCH_BYTES - out.len()) };
+                    out.reserve(room);
                     for e in batch.iter() {
-                        encode(&mut out, &this.conn, e, this.retry_ms, this.framing);
+                        encode(&mut out, &mut this.ids, &this.conn, e, this.retry_ms, this.framing);
                     }
                     last = Some(batch.last().to_event());
                 }
@@ -324,5 +374,35 @@ impl Drop for SseBody {
         self.span.in_scope(|| tracing::debug!(finished = self.finished, "stream closed"));
         self.conn.metrics.sse_open.dec();
         self.conn.detach(Lane::Stream(self.stream), self.gen);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gapless::{EventId, Namespace, Seq};
+
+    /// The kept prefix never leaks into another stream's or namespace's id,
+    /// and an id with a check is written whole.
+    #[test]
+    fn id_prefix_writes_every_id_as_display_does() {
+        let id = |ns, stream, seq| EventId::new(Namespace(ns), StreamId(stream), Seq(seq));
+        let ids = [
+            id(0xab, 3, 42),
+            id(0xab, 3, 43),
+            id(0xab, 4, 44),
+            id(0xab, 3, 45),
+            id(0xcd, 3, 46),
+            id(0xab, 3, 47).with_check(0x5be0),
+            id(0xcd, 3, u64::MAX),
+            id(0xcd, 30, 1),
+            id(u64::MAX, u64::MAX, 10),
+        ];
+        let mut prefix = IdPrefix::new();
+        for e in ids {
+            let mut out = BytesMut::new();
+            prefix.put(&mut out, &e);
+            assert_eq!(std::str::from_utf8(&out).unwrap(), format!("id: {e}"));
+        }
     }
 }
