@@ -85,22 +85,29 @@ const PAIRS: &[u8; 200] = b"\
 8081828384858687888990919293949596979899";
 
 /// Writes `v` in decimal, no leading zeros, at the start of `out`; returns
-/// how many bytes. Two digits at a time, straight into place.
+/// how many bytes. Two digits at a time into the end of a 20-byte array,
+/// then one copy of the digits.
 fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let n = v.checked_ilog10().unwrap_or(0) as usize + 1;
-    let out = &mut out[..n];
-    let mut i = n;
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
     while v >= 100 {
-        let r = (v % 100) as usize;
+        let r = 2 * (v % 100) as usize;
         v /= 100;
         i -= 2;
-        out[i..i + 2].copy_from_slice(&PAIRS[2 * r..2 * r + 2]);
+        tmp[i] = PAIRS[r];
+        tmp[i + 1] = PAIRS[r + 1];
     }
     if v >= 10 {
-        out[..2].copy_from_slice(&PAIRS[2 * v as usize..2 * v as usize + 2]);
+        let r = 2 * v as usize;
+        i -= 2;
+        tmp[i] = PAIRS[r];
+        tmp[i + 1] = PAIRS[r + 1];
     } else {
-        out[0] = b'0' + v as u8;
+        i -= 1;
+        tmp[i] = b'0' + v as u8;
     }
+    let n = tmp.len() - i;
+    out[..n].copy_from_slice(&tmp[i..]);
     n
 }
 

@@ -177,18 +177,9 @@ fn emitted_message(i: u64, pad: &str) -> Vec<u8> {
         br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"emit","data":{"seq":"#;
     const MID: &[u8] = br#","pad":""#;
     const TAIL: &[u8] = br#""}}}"#;
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut v = i;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let digits = &digits[at..];
+    // `i` in decimal, by the writer of event ids' seqs.
+    let mut buf = [0u8; gapless::wire::SEQ_MAX_LEN];
+    let digits = gapless::wire::encode_seq(gapless::Seq(i), &mut buf);
     let mut msg = Vec::with_capacity(HEAD.len() + digits.len() + MID.len() + pad.len() + TAIL.len());
     for part in [HEAD, digits, MID, pad.as_bytes(), TAIL] {
         msg.extend_from_slice(part);
