@@ -15,6 +15,7 @@ Usage: scripts/bench_report.py [--target DIR] [--md FILE] [--svg FILE]
 """
 
 import argparse
+import glob
 import json
 import math
 import os
@@ -117,6 +118,62 @@ def load_json(path):
         return None
 
 
+def load_interleaved(directory):
+    """The interleaved harness's runs: `interleaved-K.json`, one per process,
+    as scripts/bench.sh writes them (else the single `interleaved.json`),
+    combined by `combine_interleaved`."""
+    runs = [load_json(p) for p in sorted(glob.glob(os.path.join(directory, "interleaved-*.json")))]
+    runs = [r for r in runs if r]
+    if not runs:
+        single = load_json(os.path.join(directory, "interleaved.json"))
+        runs = [single] if single else []
+    return combine_interleaved(runs)
+
+
+def combine_interleaved(runs):
+    """One run's shape from several processes' runs: each ratio and time is
+    the median of the processes' medians (`per_process` keeps them); p10 and
+    p90 are the lowest p10 and the highest p90 of any process. Judged only
+    if every process was; the loads are the highest seen."""
+    if not runs:
+        return None
+    if len(runs) == 1:
+        return dict(runs[0], processes=1)
+
+    def med(xs):
+        xs = sorted(xs)
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+    out = {
+        "rounds": runs[0].get("rounds"),
+        "processes": len(runs),
+        "load_before": max(r.get("load_before") or 0 for r in runs),
+        "load_after": max(r.get("load_after") or 0 for r in runs),
+        "foreign_cores": max(r.get("foreign_cores") or 0 for r in runs),
+        "judged": all(r.get("judged") for r in runs),
+    }
+    for group in ("publish_0_readers", "publish_1_sleeping", "coverage_publishing"):
+        gs = [r.get(group) for r in runs if r.get(group)]
+        if not gs:
+            continue
+        names = set().union(*(g.get("median_ns", {}).keys() for g in gs))
+        median_ns = {n: med([g["median_ns"][n] for g in gs if n in g.get("median_ns", {})]) for n in names}
+        ratios = []
+        for first in gs[0].get("ratios", []):
+            same = [r for g in gs for r in g.get("ratios", []) if (r["num"], r["den"]) == (first["num"], first["den"])]
+            ratios.append({
+                "num": first["num"],
+                "den": first["den"],
+                "median": med([r["median"] for r in same]),
+                "p10": min(r["p10"] for r in same),
+                "p90": max(r["p90"] for r in same),
+                "per_process": [r["median"] for r in same],
+            })
+        out[group] = {"median_ns": median_ns, "ratios": ratios}
+    return out
+
+
 def load_machine(path):
     info = {}
     try:
@@ -193,6 +250,9 @@ def targets(res, lat, inter, info):
         it = inter_ratio(group, num, den)
         if it:
             measured = f"{fmt_ratio(it['median'])} interleaved (p10–p90 {it['p10']:.2f}–{it['p90']:.2f})"
+            if len(it.get("per_process", [])) > 1:
+                each = ", ".join(f"{x:.2f}" for x in it["per_process"])
+                measured += f", median of {len(it['per_process'])} processes ({each})"
             if crit is not None:
                 measured += f"; criterion {fmt_ratio(crit)}"
             v = judged(verdict(it["median"], limit, upper), inter_quiet, (inter or {}).get("load_before"))
@@ -339,10 +399,11 @@ def interleaved_table(inter):
     for group in ("publish_0_readers", "publish_1_sleeping", "coverage_publishing"):
         for name, ns in sorted((inter.get(group) or {}).get("median_ns", {}).items()):
             out.append(f"| {group} | {name} | {fmt_time(ns)} |")
-    out += ["", "| group | ratio | median of per-round ratios | p10 | p90 |", "|---|---|---|---|---|"]
+    out += ["", "| group | ratio | median of per-round ratios | p10 | p90 | each process |", "|---|---|---|---|---|---|"]
     for group in ("publish_0_readers", "publish_1_sleeping", "coverage_publishing"):
         for r in (inter.get(group) or {}).get("ratios", []):
-            out.append(f"| {group} | {r['num']} / {r['den']} | {r['median']:.2f}× | {r['p10']:.2f} | {r['p90']:.2f} |")
+            each = ", ".join(f"{x:.2f}" for x in r.get("per_process", [r["median"]]))
+            out.append(f"| {group} | {r['num']} / {r['den']} | {r['median']:.2f}× | {r['p10']:.2f} | {r['p90']:.2f} | {each} |")
     return "\n".join(out)
 
 
@@ -360,10 +421,12 @@ def render_md(res, lat, mem, info, inter):
     t = interleaved_table(inter)
     if t:
         quiet = "judged" if inter.get("judged") else "not judged"
+        procs = inter.get("processes", 1)
         parts += ["#### interleaved: the single-path ratio targets, contenders taking turns "
-                  f"({inter.get('rounds')} rounds; `--bin interleaved`)", "",
-                  f"Its own run: 1-minute load {inter.get('load_before')} before, {inter.get('load_after')} after; "
-                  f"the rest of the machine used {inter.get('foreign_cores')} cores during it ({quiet}).", "", t, ""]
+                  f"({inter.get('rounds')} rounds in each of {procs} process{'es' if procs > 1 else ''}; "
+                  "`--bin interleaved`; medians of the processes' medians)", "",
+                  f"Its own runs: 1-minute load at most {inter.get('load_before')} before, {inter.get('load_after')} after; "
+                  f"the rest of the machine used at most {inter.get('foreign_cores')} cores during them ({quiet}).", "", t, ""]
     t = memory_tables(mem)
     if t:
         parts += ["#### memory", "", t, ""]
@@ -485,7 +548,7 @@ def main():
     lat = load_json(os.path.join(args.target, "gapless-bench", "subscribe_latency.json"))
     mem = load_json(os.path.join(args.target, "gapless-bench", "memory.json"))
     info = load_machine(os.path.join(args.target, "gapless-bench", "machine.txt"))
-    inter = load_json(os.path.join(args.target, "gapless-bench", "interleaved.json"))
+    inter = load_interleaved(os.path.join(args.target, "gapless-bench"))
     splice(args.md, render_md(res, lat, mem, info, inter))
     os.makedirs(os.path.dirname(args.svg) or ".", exist_ok=True)
     with open(args.svg, "w") as f:
