@@ -10,7 +10,7 @@
 #
 # rss: a ring of N events (default 65 536, at most emit_events' count bound)
 #   and no byte bound; RSS before and after one call of N events, divided by
-#   N, then again after 11 s (jemalloc returns freed pages after 10 s: what
+#   N, then again after 21 s (jemalloc returns freed pages over 10 s: what
 #   is left then is what the retained events hold), then after more calls
 #   (the ring full and evicting).
 # cpu: utime and stime of the server (/proc/PID/stat, 10 ms ticks) over 10
@@ -72,9 +72,9 @@ case $mode in
     bytes=$(call 2 "$n")
     [ "$bytes" -gt "$n" ] || { echo "emit_events of $n answered $bytes bytes (over its count bound?)" >&2; exit 1; }
     r1=$(rss)
-    sleep 11
+    sleep 21
     r2=$(rss)
-    echo "RSS before ${r0} KiB; after $n events ${r1} KiB: $(per_event "$r0" "$r1") B per retained event; 11 s later ${r2} KiB: $(per_event "$r0" "$r2") B per retained event"
+    echo "RSS before ${r0} KiB; after $n events ${r1} KiB: $(per_event "$r0" "$r1") B per retained event; 21 s later ${r2} KiB: $(per_event "$r0" "$r2") B per retained event"
     for k in 3 4 5; do
       call $k "$n" >/dev/null
       echo "after $((k - 1)) x $n events (the ring full, evicting): $(rss) KiB"
