@@ -288,6 +288,7 @@ impl Producer {
     /// Marks a stream ended and wakes its readers. Idempotent.
     pub fn end_stream(&mut self, stream: &StreamHandle) {
         if stream.rec.ring_id == self.geo.ring_id {
+            stream.rec.open_in.store(0, Ordering::Relaxed);
             stream.rec.ended.store(true, Ordering::Release);
             self.notify();
         }
@@ -301,11 +302,8 @@ impl Producer {
     #[inline(always)]
     pub fn publish(&mut self, stream: &StreamHandle, payload: Bytes) -> Result<Seq, PublishError> {
         let rec = &*stream.rec;
-        if rec.ring_id != self.geo.ring_id {
-            return Err(PublishError::ForeignStream { stream: rec.id });
-        }
-        if rec.ended.load(Ordering::Relaxed) {
-            return Err(PublishError::StreamEnded { stream: rec.id });
+        if rec.open_in.load(Ordering::Relaxed) != self.geo.ring_id {
+            return Err(self.refused_stream(rec));
         }
         let len = payload.len();
         let budget = self.geo.byte_budget;
@@ -358,6 +356,21 @@ impl Producer {
         self.shared.window.head.store(seq, Ordering::Relaxed);
         self.shared.wake_waiters();
         Ok(Seq(seq))
+    }
+
+    /// Why `publish` refused `rec`: another ring's stream, or an ended one.
+    #[cold]
+    #[inline(never)]
+    fn refused_stream(&self, rec: &StreamRecord) -> PublishError {
+        if rec.ring_id != self.geo.ring_id {
+            PublishError::ForeignStream { stream: rec.id }
+        } else {
+            debug_assert!(
+                rec.ended.load(Ordering::Relaxed),
+                "a stream of this ring is refused once it ended"
+            );
+            PublishError::StreamEnded { stream: rec.id }
+        }
     }
 
     /// The seq of the newest event published (0 before the first).

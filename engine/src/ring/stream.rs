@@ -33,6 +33,11 @@ pub(crate) struct StreamRecord {
     /// Set once by the producer when the stream ends (no more events);
     /// Release, read Acquire.
     pub(crate) ended: AtomicBool,
+    /// `ring_id` while the stream is open, 0 once it ended: publish's one
+    /// comparison for "a stream of this ring, not ended". Written only by
+    /// the ring's producer, with `ended`; read only by producers, Relaxed
+    /// (another ring's producer reads a value that is never its own id).
+    pub(crate) open_in: AtomicU64,
 }
 
 impl StreamRecord {
@@ -46,6 +51,7 @@ impl StreamRecord {
             delivered: AtomicU64::new(0),
             delivered_index: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            open_in: AtomicU64::new(ring_id),
         }
     }
 
