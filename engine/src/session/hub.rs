@@ -226,6 +226,9 @@ impl Hub {
             SessionError::Config(e)
         })?;
         producer.start_at(first);
+        // Opened before the footprint is taken, so that the room asked for
+        // counts its record (the session holds it from the start).
+        let standalone = producer.open_stream();
         // Room in the memory budget for the new ring's base footprint, if
         // need be after evicting from the others.
         let base = producer.footprint();
@@ -236,7 +239,15 @@ impl Hub {
                 return Err(SessionError::MemoryExhausted { limit: self.budget.limit() });
             }
         }
-        let session = Arc::new(Session::new(id, ns, owner, producer, reader, &self.budget, self.now_ms()));
+        let session = Arc::new(Session::new(
+            id,
+            ns,
+            owner,
+            (producer, standalone),
+            reader,
+            &self.budget,
+            self.now_ms(),
+        ));
         let old = {
             let mut shard = lock(self.shard(&id));
             if !reserved && !shard.contains_key(&id) {

@@ -75,12 +75,11 @@ impl Session {
         id: SessionId,
         ns: Namespace,
         owner: Option<&str>,
-        mut producer: Producer,
+        (producer, standalone): (Producer, StreamHandle),
         reader: Reader,
         budget: &Arc<MemoryBudget>,
         now: u64,
     ) -> Self {
-        let standalone = producer.open_stream();
         Session {
             id,
             ns,
