@@ -2,7 +2,8 @@
 # Runs the benchmark suite (the `benches/` crate) and regenerates the results
 # section of BENCHMARKS.md and the chart docs/bench.svg from what it measured.
 #
-#   scripts/bench.sh                 # everything (about 5 minutes on 2 cores, after the build)
+#   scripts/bench.sh                 # everything (about 10 minutes on 2 cores after the build, of
+#                                    # which up to a few minutes wait for the load to settle)
 #   scripts/bench.sh publish         # criterion filter: only matching benchmarks
 #   scripts/bench.sh --quick         # short smoke run (noisier numbers)
 #   scripts/bench.sh --report-only   # regenerate BENCHMARKS.md/docs/bench.svg from the last run
@@ -55,11 +56,15 @@ if [ "$report_only" = 0 ]; then
     for k in $(seq "${INTERLEAVED_PROCESSES:-3}"); do
       # The 1-minute load lags: after criterion (or the previous process) it
       # stays above the harness's 0.5 bar for a minute or two although the
-      # machine is idle. Wait (at most 5 minutes) for it to fall below 0.3.
-      for _ in $(seq 60); do
-        awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { exit !(l < 0.3) }' && break
-        sleep 5
-      done
+      # machine is idle. Wait (at most 5 minutes; not for --quick, whose
+      # figures are a smoke test) for it to fall below 0.3.
+      if [ ${#quick[@]} -eq 0 ]; then
+        for _ in $(seq 60); do
+          awk -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN { exit !(l < 0.3) }' && break
+          sleep 5
+        done
+        echo "interleaved process $k: 1-minute load $(cut -d' ' -f1 /proc/loadavg) at its start" >&2
+      fi
       if [ ${#quick[@]} -eq 0 ]; then
         cargo run --release -p gapless-benches --bin interleaved
       else

@@ -122,10 +122,16 @@ def load_interleaved(directory):
     """The interleaved harness's runs: `interleaved-K.json`, one per process,
     as scripts/bench.sh writes them (else the single `interleaved.json`),
     combined by `combine_interleaved`."""
-    runs = [load_json(p) for p in sorted(glob.glob(os.path.join(directory, "interleaved-*.json")))]
-    runs = [r for r in runs if r]
-    if not runs:
-        single = load_json(os.path.join(directory, "interleaved.json"))
+    def k(path):
+        return int(os.path.basename(path)[len("interleaved-"):-len(".json")])
+
+    paths = sorted(glob.glob(os.path.join(directory, "interleaved-[0-9]*.json")), key=k)
+    runs = [r for r in (load_json(p) for p in paths) if r]
+    single = load_json(os.path.join(directory, "interleaved.json"))
+    # bench.sh copies each process's interleaved.json to interleaved-K.json,
+    # so the set is current only if its last member is interleaved.json; a
+    # run of the harness by hand after it writes interleaved.json alone.
+    if not runs or runs[-1] != single:
         runs = [single] if single else []
     return combine_interleaved(runs)
 

@@ -48,13 +48,15 @@ else
   RUST_LOG=error "$SERVER" "${args[@]}" >"$log" 2>&1 &
 fi
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$log" "$cg"' EXIT
+# `|| true`: set -e holds in the trap too, and `wait` on the killed server
+# returns 143.
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$log" "$cg"' EXIT
 url=http://127.0.0.1:$port/mcp
 for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 h=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
 sid=$(curl -s -D - -o /dev/null "${h[@]}" \
   -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"server_cost","version":"1"}}}' \
-  "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }')
+  "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }') || true
 [ -n "$sid" ] || { echo "no session id from the server; its log:" >&2; cat "$log" >&2; exit 1; }
 curl -s -o /dev/null "${h[@]}" -H "mcp-session-id: $sid" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
 call() { # id count -> bytes of the response

@@ -5,9 +5,10 @@
 #   1. the engine's stress, async facade and seed scenario tests;
 #   2. gapless-server's own tests (its library's unit tests);
 #   3. gapless-server-bin's `http` tests: the server over loopback with a
-#      real client, on multi-threaded runtimes; built without the binary's
-#      jemalloc (its feature), whose reuse of memory across threads is
-#      synchronized in C that TSan does not instrument.
+#      real client, on multi-threaded runtimes. Built without the binary's
+#      jemalloc (its feature): these tests run the library in-process, but
+#      cargo builds the binary for them, and jemalloc's C under TSan would
+#      show its reuse of memory across threads as races if one ever ran it.
 # `scripts/tsan.sh engine` runs only step 1. Extra arguments go to every
 # `cargo test` (e.g. a test name filter). Measured here with the build warm:
 # 3 min in all, of which steps 2 and 3 run 7 s; a cold build of the

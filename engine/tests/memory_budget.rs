@@ -8,7 +8,9 @@
 //!   flood's rings are evicted explicitly (a resume is refused with the
 //!   numbers), and a canary session that is being read loses nothing.
 //!
-//! The tests take turns (`SERIAL`): the counter is the whole process's.
+//! The tests take turns (`SERIAL`): the hub's tests count the whole
+//! process's allocations; the ring's test counts its own thread's, which
+//! the test harness's thread cannot disturb.
 
 use bytes::Bytes;
 use gapless::{ErrorKind, Hub, HubConfig, ResumeRequest, RingConfig, Seq, SessionError};
@@ -232,4 +234,27 @@ fn new_sessions_are_refused_only_when_eviction_cannot_make_room() {
     let gone = live.pop().unwrap();
     hub.remove(&gone.id());
     assert!(hub.create(None).is_ok(), "a removed session's share is free again");
+}
+
+/// A new session asks the budget for room for everything its ring holds
+/// from the start, its standalone stream's record included: with room for
+/// exactly one session, that session is admitted and the total stays
+/// within the limit, and a second one is refused; with a byte less, none
+/// is admitted.
+#[test]
+fn a_session_is_admitted_with_everything_it_holds_counted() {
+    let _turn = serial();
+    let ring = RingConfig { capacity: 64, byte_budget: MIB, chunk_events: 64 };
+    // One session's footprint, measured on a hub without a memory limit.
+    let probe = Hub::new(HubConfig { ring, ..HubConfig::default() }).unwrap();
+    let one = probe.create(None).unwrap().footprint();
+    let hub = Hub::new(HubConfig { ring, max_memory: one, ..HubConfig::default() }).unwrap();
+    let s = hub.create(None).unwrap();
+    assert_eq!(s.footprint(), one);
+    assert!(hub.memory_used() <= one, "{} used, limit {one}", hub.memory_used());
+    assert!(matches!(hub.create(None), Err(SessionError::MemoryExhausted { .. })));
+    let short = Hub::new(HubConfig { ring, max_memory: one - 1, ..HubConfig::default() }).unwrap();
+    let r = short.create(None);
+    assert!(matches!(r, Err(SessionError::MemoryExhausted { .. })), "admitted: {} used", short.memory_used());
+    assert_eq!(short.memory_used(), 0);
 }

@@ -806,6 +806,13 @@ fn foreign_stream_handle_is_refused() {
     );
     assert_eq!(r1.head(), Seq(0));
     assert_eq!(foreign.info().published, 0);
+    // Ended in its own ring, it is still another ring's stream here.
+    p2.end_stream(&foreign);
+    assert_eq!(
+        p1.publish(&foreign, payload(1, 8)),
+        Err(PublishError::ForeignStream { stream: foreign.id() })
+    );
+    assert_eq!(p2.publish(&foreign, payload(1, 8)), Err(PublishError::StreamEnded { stream: foreign.id() }));
 }
 
 #[test]

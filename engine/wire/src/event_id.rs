@@ -88,7 +88,7 @@ const PAIRS: &[u8; 200] = b"\
 /// how many bytes. Two digits at a time into the end of a 20-byte array,
 /// then one copy of the digits.
 fn decimal(out: &mut [u8], mut v: u64) -> usize {
-    let mut tmp = [0u8; 20];
+    let mut tmp = [0u8; SEQ_MAX_LEN];
     let mut i = tmp.len();
     while v >= 100 {
         let r = 2 * (v % 100) as usize;

@@ -76,12 +76,15 @@ pub(crate) struct IdPrefix {
     /// Whose prefix `bytes` holds (`None`: nobody's yet).
     of: Option<(gapless::Namespace, StreamId)>,
     len: usize,
-    bytes: [u8; 4 + gapless::wire::ENCODED_MAX],
+    bytes: [u8; PREFIX_MAX],
 }
+
+/// `id: ` and the longest tag with its `-` (an id without its seq).
+const PREFIX_MAX: usize = 4 + gapless::wire::ENCODED_MAX - gapless::wire::SEQ_MAX_LEN;
 
 impl IdPrefix {
     pub(crate) fn new() -> Self {
-        IdPrefix { of: None, len: 0, bytes: [0; 4 + gapless::wire::ENCODED_MAX] }
+        IdPrefix { of: None, len: 0, bytes: [0; PREFIX_MAX] }
     }
 
     /// Writes `id: ` and `id`.
@@ -311,13 +314,16 @@ impl Stream for SseBody {
                 Poll::Ready(Some(Ok(batch))) => {
                     // Room for the whole batch at once (its payloads and
                     // each frame's fixed part), rather than growing by
-                    // doubling from a guess as frames are written. A write
-                    // that takes a second batch is one of many events: it
-                    // grows once, to room for the rest of `BATCH_BYTES`
-                    // too, instead of copying what it holds at every batch
-                    // (a batch ends at a chunk's end).
+                    // doubling from a guess as frames are written. A batch
+                    // joining a write that already holds frames (a batch
+                    // ends at a chunk's end) is likely one of several: the
+                    // write grows once, to room for up to the rest of
+                    // `BATCH_BYTES`, instead of copying what it holds at
+                    // every batch; at most four times the batch, so that a
+                    // small batch does not reserve the whole write.
                     let need: usize = batch.iter().map(|e| e.payload.len() + FRAME_MAX).sum();
-                    let room = if out.is_empty() { need } else { need.max(BATCH_BYTES - out.len()) };
+                    let room =
+                        if out.is_empty() { need } else { need.max((BATCH_BYTES - out.len()).min(4 * need)) };
                     out.reserve(room);
                     for e in batch.iter() {
                         encode(&mut out, &mut this.ids, &this.conn, e, this.retry_ms, this.framing);
