@@ -190,11 +190,17 @@ pub(crate) async fn start_request(
                 }
                 _ => {
                     let fut = host.handle(method, params, ctx);
-                    tokio::select! {
-                        r = fut => Some(r),
-                        // Cancelled: no response is sent (MCP cancellation).
+                    // Cancelled: no response is sent (MCP cancellation),
+                    // also when the handler returns because it saw the
+                    // cancellation (its result and the cancellation can be
+                    // ready at the same poll, and an unbiased select picks
+                    // either).
+                    let r = tokio::select! {
+                        biased;
                         _ = cancel.cancelled() => None,
-                    }
+                        r = fut => Some(r),
+                    };
+                    r.filter(|_| !cancel.is_cancelled())
                 }
             };
             let stored = match outcome {
