@@ -190,16 +190,14 @@ pub(crate) async fn start_request(
                 }
                 _ => {
                     let fut = host.handle(method, params, ctx);
-                    // Cancelled: no response is sent (MCP cancellation),
-                    // also when the handler returns because it saw the
-                    // cancellation (its result and the cancellation can be
-                    // ready at the same poll, and an unbiased select picks
-                    // either).
                     let r = tokio::select! {
-                        biased;
-                        _ = cancel.cancelled() => None,
                         r = fut => Some(r),
+                        _ = cancel.cancelled() => None,
                     };
+                    // Cancelled: no response is sent (MCP cancellation),
+                    // also when the handler returned because it saw the
+                    // cancellation (both can be ready at the same poll, and
+                    // the select picks either).
                     r.filter(|_| !cancel.is_cancelled())
                 }
             };

@@ -227,8 +227,8 @@ impl Cursor {
             // Ended/closed first: if it is set, the head we load next
             // includes the stream's (ring's) last event.
             // A dropped producer finishes every stream too.
-            let finished = sh.closed.load(Ordering::Acquire)
-                || self.stream.as_ref().is_some_and(|r| r.ended.load(Ordering::Acquire));
+            let finished =
+                sh.closed.load(Ordering::Acquire) || self.stream.as_ref().is_some_and(|r| r.ended());
             let head = sh.head();
             if self.next > head {
                 self.seen_head = head;

@@ -288,8 +288,7 @@ impl Producer {
     /// Marks a stream ended and wakes its readers. Idempotent.
     pub fn end_stream(&mut self, stream: &StreamHandle) {
         if stream.rec.ring_id == self.geo.ring_id {
-            stream.rec.open_in.store(0, Ordering::Relaxed);
-            stream.rec.ended.store(true, Ordering::Release);
+            stream.rec.end();
             self.notify();
         }
     }
@@ -365,10 +364,6 @@ impl Producer {
         if rec.ring_id != self.geo.ring_id {
             PublishError::ForeignStream { stream: rec.id }
         } else {
-            debug_assert!(
-                rec.ended.load(Ordering::Relaxed),
-                "a stream of this ring is refused once it ended"
-            );
             PublishError::StreamEnded { stream: rec.id }
         }
     }
@@ -664,7 +659,7 @@ const KEEP_UNDELIVERED: usize = 256;
 const KEEP_TOMBSTONES: usize = 256;
 
 fn reclaimable(r: &StreamRecord, oldest: u64) -> bool {
-    r.ended.load(Ordering::Acquire) && r.high.load(Ordering::Acquire) < oldest
+    r.ended() && r.high.load(Ordering::Acquire) < oldest
 }
 
 impl Drop for Producer {

@@ -2,7 +2,7 @@
 //! high-water seq, what of it was delivered, and whether it has ended.
 
 use super::event::Event;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 use gapless_wire::{Seq, StreamId};
 
 /// The shared record of one stream.
@@ -30,13 +30,11 @@ pub(crate) struct StreamRecord {
     /// Stream position (`index_in_stream`) of the event at `delivered`;
     /// raised with it. Only used to count what a refusal reports missing.
     pub(crate) delivered_index: AtomicU64,
-    /// Set once by the producer when the stream ends (no more events);
-    /// Release, read Acquire.
-    pub(crate) ended: AtomicBool,
-    /// `ring_id` while the stream is open, 0 once it ended: publish's one
-    /// comparison for "a stream of this ring, not ended". Written only by
-    /// the ring's producer, with `ended`; read only by producers, Relaxed
-    /// (another ring's producer reads a value that is never its own id).
+    /// `ring_id` while the stream is open, 0 once it ended (ring ids start
+    /// at 1): publish's one comparison for "a stream of this ring, not
+    /// ended" (another ring's producer reads a value that is never its own
+    /// id), and readers' "ended" (see [`StreamRecord::ended`]). Set to 0
+    /// once, by the ring's producer, Release; read by readers, Acquire.
     pub(crate) open_in: AtomicU64,
 }
 
@@ -50,9 +48,19 @@ impl StreamRecord {
             published: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             delivered_index: AtomicU64::new(0),
-            ended: AtomicBool::new(false),
             open_in: AtomicU64::new(ring_id),
         }
+    }
+
+    /// Whether the stream ended (no more events): Acquire, so what the
+    /// producer published on it before is visible.
+    pub(crate) fn ended(&self) -> bool {
+        self.open_in.load(Ordering::Acquire) == 0
+    }
+
+    /// Ends the stream (the producer of its ring only).
+    pub(crate) fn end(&self) {
+        self.open_in.store(0, Ordering::Release);
     }
 
     pub(crate) fn info(&self) -> StreamInfo {
@@ -62,7 +70,7 @@ impl StreamRecord {
             high: Seq(self.high.load(Ordering::Acquire)),
             published: self.published.load(Ordering::Acquire),
             delivered: Seq(self.delivered.load(Ordering::Acquire)),
-            ended: self.ended.load(Ordering::Acquire),
+            ended: self.ended(),
         }
     }
 
