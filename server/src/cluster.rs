@@ -196,7 +196,7 @@ impl Cluster {
 
     /// The seq this node's replica of `id` has applied, to wait on.
     pub(crate) fn applied(&self, id: &SessionId) -> Option<watch::Receiver<u64>> {
-        crate::state::lock(&self.followers).get(id).map(|f| f.applied.clone())
+        crate::vocab::sync::lock(&self.followers).get(id).map(|f| f.applied.clone())
     }
 
     /// A local replica of a session the store has just created (head 0).
@@ -263,7 +263,7 @@ impl Cluster {
         }
         let (tx, rx) = watch::channel(at.head.0);
         let stop = CancellationToken::new();
-        let old = crate::state::lock(&self.followers)
+        let old = crate::vocab::sync::lock(&self.followers)
             .insert(id, Follower { session: Arc::downgrade(&session), applied: rx, stop: stop.clone() });
         if let Some(old) = old {
             old.stop.cancel();
@@ -304,7 +304,7 @@ impl Cluster {
                     // Another incarnation, or the store lost events this
                     // replica holds (a failover; the store now knows up to
                     // which seq): the replica is stale.
-                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&id), store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
+                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&id), store_head = ?tail.head, replica_head = ?local, "replica no longer matches the store; closing it");
                     on_gone(&session);
                     break;
                 }
@@ -328,7 +328,7 @@ impl Cluster {
                     let _ = applied.send(session.reader().head().0);
                     if broken {
                         if !session.is_closed() {
-                            tracing::warn!(session = %crate::observe::SessionTag::of_id(&id), "replica fell behind the store's window; closing it");
+                            tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&id), "replica fell behind the store's window; closing it");
                         }
                         on_gone(&session);
                         break;
@@ -343,7 +343,7 @@ impl Cluster {
                     break;
                 }
                 Err(e) => {
-                    tracing::debug!(session = %crate::observe::SessionTag::of_id(&id), error = %e, "follower: store unavailable");
+                    tracing::debug!(session = %crate::vocab::secret::SessionTag::of_id(&id), error = %e, "follower: store unavailable");
                 }
             }
             tokio::select! {
@@ -352,7 +352,7 @@ impl Cluster {
                 _ = stop.cancelled() => break,
             }
         }
-        let mut f = crate::state::lock(&self.followers);
+        let mut f = crate::vocab::sync::lock(&self.followers);
         if f.get(&id).is_some_and(|f| f.session.upgrade().is_none_or(|s| Arc::ptr_eq(&s, &session))) {
             f.remove(&id);
         }
@@ -425,11 +425,13 @@ pub(crate) enum AttachError {
 /// What the error response of a request whose node stopped says.
 fn orphan_answer(request_id: &str) -> Bytes {
     let id: serde_json::Value = serde_json::from_str(request_id).unwrap_or(serde_json::Value::Null);
-    let e = crate::jsonrpc::RpcError::new(
-        crate::jsonrpc::code::REQUEST_LOST,
+    let e = crate::vocab::jsonrpc::RpcError::new(
+        crate::vocab::jsonrpc::code::REQUEST_LOST,
         "the server node running this request stopped before it answered; whether it took effect is unknown",
     );
-    gapless::ring::exact_bytes(serde_json::to_vec(&crate::jsonrpc::response(&id, Err(e))).expect("JSON"))
+    gapless::ring::exact_bytes(
+        serde_json::to_vec(&crate::vocab::jsonrpc::response(&id, Err(e))).expect("JSON"),
+    )
 }
 
 /// A message on the cluster-wide bus, for the node running a request.

@@ -3,20 +3,14 @@
 //! knows about requests, headers or status codes; the same functions serve
 //! a POST and a WebSocket frame.
 
-use crate::config::SUPPORTED_VERSIONS;
-use crate::host::{LogLevel, RequestContext, SessionHandle, Via};
-use crate::jsonrpc::{self, RpcError};
+use crate::host::{RequestContext, SessionHandle, Via};
 use crate::state::{AppState, Conn};
+use crate::vocab::jsonrpc::{self, RpcError};
+use crate::vocab::log_level::LogLevel;
 use gapless::StreamHandle;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::oneshot;
-
-/// The protocol version to answer an `initialize` asking for `asked`: the
-/// client's if it is served, else the newest served.
-pub(crate) fn negotiate(asked: &str) -> &'static str {
-    SUPPORTED_VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(SUPPORTED_VERSIONS[0])
-}
 
 /// The `initialize` result for a session on `version`.
 pub(crate) fn initialize_result(state: &AppState, version: &str) -> Value {
@@ -70,12 +64,12 @@ async fn respond(conn: &Conn, stream: &StreamHandle, own: bool, msg: Value, repl
         let deadline = tokio::time::Instant::now() + conn.config.client_request_timeout;
         loop {
             match conn.answer(stream, &msg).await {
-                Err(crate::host::SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored yet; retrying");
+                Err(crate::vocab::error::SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored yet; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
-                Err(crate::host::SendError::Refused(e)) => {
-                    tracing::error!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored; giving up");
+                Err(crate::vocab::error::SendError::Refused(e)) => {
+                    tracing::error!(session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()), error = %e, "response not stored; giving up");
                     stored = false;
                     break;
                 }
@@ -154,7 +148,7 @@ pub(crate) async fn start_request(
         (Some(c), true) => {
             let r = c.store.register_request(&c.node, &conn.session.id(), stream.id(), &id.to_string()).await;
             if let Err(e) = &r {
-                tracing::warn!(session = %crate::observe::SessionTag::of_id(&conn.session.id()), error = %e, "request not registered in the store");
+                tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()), error = %e, "request not registered in the store");
             }
             // Even a failed registration may have reached the primary (a
             // write no replica acknowledged): forget it when done.
@@ -167,7 +161,7 @@ pub(crate) async fn start_request(
     let stream = stream.clone();
     let span = tracing::info_span!(
         "request",
-        session = %crate::observe::SessionTag::of_id(&conn.session.id()),
+        session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()),
         id = %id,
         method = %method,
         stream = stream.id().0,

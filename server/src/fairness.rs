@@ -16,8 +16,9 @@
 //! (an `initialize`, or an error anyway) before its body is read or
 //! parsed, so a refused one costs a map lookup.
 
-use crate::error::ApiError;
-use crate::state::lock;
+use crate::vocab::bucket::TokenBucket;
+use crate::vocab::error::ApiError;
+use crate::vocab::sync::lock;
 use gapless::ErrorKind;
 use serde_json::json;
 use std::collections::HashMap;
@@ -27,19 +28,13 @@ use std::time::Instant;
 /// Bucket maps larger than this are pruned of full (idle) buckets.
 const PRUNE_AT: usize = 4096;
 
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
-}
-
 /// The fairness state of one server.
 #[derive(Debug)]
 pub(crate) struct Fairness {
     rate: f64,
     burst: f64,
     max_sessions: usize,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    buckets: Mutex<HashMap<String, TokenBucket>>,
     sessions: Mutex<HashMap<String, usize>>,
 }
 
@@ -79,15 +74,13 @@ impl Fairness {
         {
             let now = Instant::now();
             let mut buckets = lock(&self.buckets);
+            let (rate, burst) = (self.rate, self.burst);
             if buckets.len() >= PRUNE_AT {
-                let (rate, burst) = (self.rate, self.burst);
-                buckets.retain(|_, b| b.tokens + now.duration_since(b.last).as_secs_f64() * rate < burst);
+                buckets.retain(|_, b| !b.is_full(rate, burst, now));
             }
-            let b = buckets.entry(client.to_owned()).or_insert(Bucket { tokens: self.burst, last: now });
-            b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * self.rate).min(self.burst);
-            b.last = now;
-            if b.tokens < 1.0 {
-                let wait = ((1.0 - b.tokens) / self.rate).ceil().max(1.0) as u64;
+            let b = buckets.entry(client.to_owned()).or_insert_with(|| TokenBucket::full(burst, now));
+            if let Err(secs) = b.take(rate, burst, now) {
+                let wait = secs.ceil().max(1.0) as u64;
                 return Err(ApiError::new(
                     ErrorKind::RateLimited,
                     format!("too many initialize requests from this client; retry in {wait} s"),
@@ -95,7 +88,6 @@ impl Fairness {
                 .with("retry_after", json!(wait))
                 .retry_after(wait));
             }
-            b.tokens -= 1.0;
         }
         let mut sessions = lock(&self.sessions);
         let n = sessions.entry(client.to_owned()).or_insert(0);

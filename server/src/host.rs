@@ -6,14 +6,17 @@
 //! request's own stream, sends server → client requests and awaits their
 //! responses, and observes cancellation and the session's log level.
 
-use crate::jsonrpc::{self, RpcError};
 use crate::state::Conn;
+use crate::vocab::jsonrpc::{self, RpcError};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless::session::Pacer;
-use gapless::{Seq, SessionPublishError};
+use gapless::Seq;
 use serde_json::{json, Value};
 use std::fmt;
+
+pub use crate::vocab::error::{ClientRequestError, SendError};
+pub use crate::vocab::log_level::LogLevel;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -65,103 +68,6 @@ pub trait Host: Send + Sync + 'static {
     /// (which the transport handles: it cancels the request's context),
     /// `notifications/initialized` included.
     fn on_notification(&self, _method: &str, _params: &Value, _session: &SessionHandle) {}
-}
-
-/// Why something could not be sent to the client.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SendError {
-    /// The session is gone.
-    Closed,
-    /// The ring refused the event (e.g. larger than its byte budget).
-    Refused(String),
-}
-
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::Closed => f.write_str("session closed"),
-            SendError::Refused(r) => write!(f, "event refused: {r}"),
-        }
-    }
-}
-
-impl std::error::Error for SendError {}
-
-impl From<SessionPublishError> for SendError {
-    fn from(e: SessionPublishError) -> Self {
-        match e {
-            SessionPublishError::Closed => SendError::Closed,
-            SessionPublishError::Publish(p) => SendError::Refused(p.to_string()),
-        }
-    }
-}
-
-/// Why a server → client request got no result.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ClientRequestError {
-    /// It could not be sent.
-    Send(SendError),
-    /// The client answered with a JSON-RPC error.
-    Error(Value),
-    /// No answer in time.
-    Timeout,
-    /// The originating request was cancelled, or the session ended.
-    Cancelled,
-    /// The request's protocol revision has no server → client requests
-    /// (MCP 2026-07-28): the message says which.
-    Unsupported(String),
-}
-
-impl fmt::Display for ClientRequestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientRequestError::Send(e) => e.fmt(f),
-            ClientRequestError::Error(e) => write!(f, "client returned an error: {e}"),
-            ClientRequestError::Timeout => f.write_str("client did not answer in time"),
-            ClientRequestError::Cancelled => f.write_str("cancelled"),
-            ClientRequestError::Unsupported(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for ClientRequestError {}
-
-/// MCP log levels, in increasing severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[allow(missing_docs)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Notice,
-    Warning,
-    Error,
-    Critical,
-    Alert,
-    Emergency,
-}
-
-impl LogLevel {
-    /// All levels, in order.
-    pub const ALL: [LogLevel; 8] = [
-        LogLevel::Debug,
-        LogLevel::Info,
-        LogLevel::Notice,
-        LogLevel::Warning,
-        LogLevel::Error,
-        LogLevel::Critical,
-        LogLevel::Alert,
-        LogLevel::Emergency,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"][self as usize]
-    }
-
-    /// Parses a wire name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|l| l.as_str() == s)
-    }
 }
 
 /// A handle on a session for the application: publish on the standalone
@@ -493,7 +399,7 @@ impl RequestContext {
 
     /// Announces `change` to every open `subscriptions/listen` stream of MCP
     /// 2026-07-28 that listens to it, as [`crate::McpServer::announce`] does.
-    pub fn announce(&self, change: crate::modern::Change) {
+    pub fn announce(&self, change: crate::vocab::change::Change) {
         let changes = match &self.via {
             Via::Session { conn, .. } => &conn.changes,
             Via::Exchange(x) => &x.changes,

@@ -64,29 +64,26 @@
 #![deny(missing_docs)]
 
 mod cluster;
-pub mod config;
 mod dispatch;
-pub mod error;
 mod fairness;
 pub mod host;
 mod http;
-mod identity;
-mod input_state;
-pub mod jsonrpc;
 mod modern;
-mod observe;
+mod operator;
 mod serve;
 mod state;
 pub mod tasks;
+mod telemetry;
+mod vocab;
 
-pub use config::{ServerConfig, LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
-pub use error::ApiError;
 pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
-pub use identity::{CallerIdentity, IdentityFn};
-pub use jsonrpc::RpcError;
-pub use modern::Change;
-pub use observe::ObserveAccess;
+pub use operator::access::ObserveAccess;
 pub use serve::ServeConfig;
+pub use vocab::change::Change;
+pub use vocab::config::{self, ServerConfig, LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
+pub use vocab::error::{self, ApiError};
+pub use vocab::identity::{CallerIdentity, IdentityFn};
+pub use vocab::jsonrpc::{self, RpcError};
 
 use axum::Router;
 use gapless::ring::ConfigError;
@@ -228,7 +225,7 @@ impl McpServerBuilder {
         if self.config.request_state_secret.as_ref().is_some_and(|s| s.len() < 16) {
             return Err(BuildError::Secret);
         }
-        let input_key = input_state::StateKey::new(self.config.request_state_secret.as_deref());
+        let input_key = vocab::request_state::StateKey::new(self.config.request_state_secret.as_deref());
         let stateless = modern::Inflight::new(
             self.config.max_stateless_inflight,
             self.config.max_stateless_inflight_per_client,
@@ -253,11 +250,11 @@ impl McpServerBuilder {
                 (memory.clone(), Some(memory), None)
             }
         };
-        let metrics = Arc::new(observe::Metrics::new());
+        let metrics = Arc::new(telemetry::Metrics::new());
         let state = Arc::new(AppState {
             tasks: Arc::new(tasks::Tasks::new(task_store, limits, node, Arc::clone(&metrics))),
             memory_tasks,
-            changes: modern::Announcer::new(),
+            changes: vocab::change::Announcer::new(),
             mirrors: Default::default(),
             stateless,
             input_key,
@@ -272,7 +269,7 @@ impl McpServerBuilder {
             cluster,
             metrics,
         });
-        let registry = Arc::new(state.metrics.registry(Arc::downgrade(&state)));
+        let registry = Arc::new(operator::metrics::registry(&state.metrics, Arc::downgrade(&state)));
         if let Some(c) = &state.cluster {
             c.start(Arc::downgrade(&state), state.shutdown.clone());
         }
@@ -341,7 +338,7 @@ impl McpServer {
     /// The operator's metrics in the OpenMetrics text format
     /// (`docs/SPEC.md` §9): what [`McpServer::metrics_router`] serves.
     pub fn metrics_text(&self) -> String {
-        observe::text(&self.registry)
+        operator::metrics::text(&self.registry)
     }
 
     /// A router serving the metrics at `path` (`GET`), to whom `access`
@@ -351,7 +348,7 @@ impl McpServer {
     /// sets it); without it, [`ObserveAccess::Loopback`] refuses.
     pub fn metrics_router(&self, path: &str, access: ObserveAccess) -> Router {
         Router::new()
-            .route(path, axum::routing::any(observe::serve_metrics))
+            .route(path, axum::routing::any(operator::metrics::serve_metrics))
             .with_state((Arc::clone(&self.registry), Arc::new(access)))
     }
 
@@ -362,14 +359,14 @@ impl McpServer {
     /// given in its URL's fragment (`#token=…`, which a browser never sends).
     pub fn status_router(&self, path: &str, access: ObserveAccess) -> Router {
         let base = path.trim_end_matches('/');
-        let s = observe::StatusState {
+        let s = operator::status::StatusState {
             metrics: Arc::clone(&self.state.metrics),
             state: Arc::downgrade(&self.state),
             access: Arc::new(access),
         };
         Router::new()
-            .route(path, axum::routing::any(observe::serve_status_page))
-            .route(&format!("{base}/data.json"), axum::routing::any(observe::serve_status_data))
+            .route(path, axum::routing::any(operator::status::serve_status_page))
+            .route(&format!("{base}/data.json"), axum::routing::any(operator::status::serve_status_data))
             .with_state(s)
     }
 

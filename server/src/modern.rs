@@ -12,11 +12,14 @@
 //! sealing what earlier rounds answered in `requestState`; the client's
 //! retry runs the handler again, and the same asks are answered from it.
 
-use crate::config::{MODERN_VERSIONS, SUPPORTED_VERSIONS};
-use crate::host::{ClientRequestError, LogLevel, RequestContext, SendError, Via};
-use crate::input_state::{self, Binding};
-use crate::jsonrpc::{self, code, Incoming, RpcError};
+use crate::host::{RequestContext, Via};
 use crate::state::AppState;
+use crate::vocab::change::{Announcer, Change};
+use crate::vocab::config::{MODERN_VERSIONS, SUPPORTED_VERSIONS};
+use crate::vocab::error::{ClientRequestError, SendError};
+use crate::vocab::jsonrpc::{self, code, Incoming, RpcError};
+use crate::vocab::log_level::LogLevel;
+use crate::vocab::request_state::{self, Binding};
 use bytes::Bytes;
 use gapless::Seq;
 use serde_json::{json, Map, Value};
@@ -54,21 +57,6 @@ const CACHEABLE: [&str; 6] = [
     "resources/read",
 ];
 
-/// A change a 2026-07-28 client may listen for (`subscriptions/listen`,
-/// `docs/SPEC.md` §5.4): announced server-wide with
-/// [`crate::McpServer::announce`] or [`RequestContext::announce`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Change {
-    /// `notifications/tools/list_changed`.
-    ToolsListChanged,
-    /// `notifications/prompts/list_changed`.
-    PromptsListChanged,
-    /// `notifications/resources/list_changed`.
-    ResourcesListChanged,
-    /// `notifications/resources/updated` for this URI.
-    ResourceUpdated(String),
-}
-
 /// The bound on 2026-07-28 requests in flight: in all, and per client.
 #[derive(Debug)]
 pub(crate) struct Inflight {
@@ -96,7 +84,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if let Some((inflight, key)) = &self.client {
-            let mut per = crate::state::lock(&inflight.per_client);
+            let mut per = crate::vocab::sync::lock(&inflight.per_client);
             if let Some(n) = per.get_mut(key) {
                 *n -= 1;
                 if *n == 0 {
@@ -132,7 +120,7 @@ impl Inflight {
         let client = match client {
             None => None,
             Some(key) => {
-                let mut per = crate::state::lock(&self.per_client);
+                let mut per = crate::vocab::sync::lock(&self.per_client);
                 let n = per.entry(key.clone()).or_insert(0);
                 if *n >= self.max_per_client {
                     return Err(full());
@@ -142,27 +130,6 @@ impl Inflight {
             }
         };
         Ok(Permit { _total: total, client })
-    }
-}
-
-/// Where changes are announced: the listen streams' channel, and a count
-/// of tool-list changes (what invalidates the mirrored-parameter cache).
-#[derive(Clone, Debug)]
-pub(crate) struct Announcer {
-    pub(crate) tx: tokio::sync::broadcast::Sender<Change>,
-    tools: Arc<AtomicU64>,
-}
-
-impl Announcer {
-    pub(crate) fn new() -> Self {
-        Announcer { tx: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0, tools: Default::default() }
-    }
-
-    pub(crate) fn announce(&self, c: Change) {
-        if c == Change::ToolsListChanged {
-            self.tools.fetch_add(1, Ordering::Relaxed);
-        }
-        let _ = self.tx.send(c);
     }
 }
 
@@ -227,8 +194,8 @@ pub(crate) struct MirrorCache {
 /// or a tool not in it is called (listed again at most once a second).
 pub(crate) async fn mirrors(state: &AppState, tool: &str) -> Vec<Mirror> {
     let now = std::time::Instant::now();
-    let gen = state.changes.tools.load(Ordering::Relaxed);
-    if let Some((g, at, map)) = crate::state::lock(&state.mirrors).tools.clone() {
+    let gen = state.changes.tool_changes();
+    if let Some((g, at, map)) = crate::vocab::sync::lock(&state.mirrors).tools.clone() {
         let fresh = g == gen
             && (map.contains_key(tool) || now.duration_since(at) < std::time::Duration::from_secs(1));
         if fresh {
@@ -254,7 +221,7 @@ pub(crate) async fn mirrors(state: &AppState, tool: &str) -> Vec<Mirror> {
     }
     let map = Arc::new(mirrors_of(&Value::Array(tools)));
     let found = map.get(tool).cloned().unwrap_or_default();
-    crate::state::lock(&state.mirrors).tools = Some((gen, now, map));
+    crate::vocab::sync::lock(&state.mirrors).tools = Some((gen, now, map));
     found
 }
 
@@ -278,11 +245,6 @@ fn internal_context(state: &AppState) -> RequestContext {
         cancel: CancellationToken::new(),
     }
 }
-
-/// How many announced changes wait for a listen stream that reads slowly;
-/// past it the stream catches up with one notification of every kind it
-/// listens to (each says "refetch", so none is lost by coalescing).
-pub(crate) const CHANGES_CAPACITY: usize = 256;
 
 /// What a listen stream asked for, as far as the application serves it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -424,7 +386,7 @@ fn listen(
     permit: Permit,
     caller: Option<String>,
 ) {
-    let mut changes = state.changes.tx.subscribe();
+    let mut changes = state.changes.subscribe();
     let shutdown = state.shutdown.clone();
     let tasks = Arc::clone(&state.tasks);
     tokio::spawn(async move {
@@ -503,7 +465,7 @@ pub(crate) enum Era {
 
 /// Whether `v` names a revision of the session era.
 fn is_legacy(v: &str) -> bool {
-    SUPPORTED_VERSIONS.contains(&v) || v == crate::config::LEGACY_VERSION
+    SUPPORTED_VERSIONS.contains(&v) || v == crate::vocab::config::LEGACY_VERSION
 }
 
 /// The era of a message POSTed with `header` as its `MCP-Protocol-Version`:
@@ -737,7 +699,7 @@ impl Exchange {
             return Err(TaskError::NotDeclared("this request is a task already".into()));
         }
         let ended = || TaskError::NotDeclared("this attempt has ended (it asked for input)".into());
-        if crate::state::lock(&self.end).is_none() {
+        if crate::vocab::sync::lock(&self.end).is_none() {
             return Err(ended());
         }
         // If this future is dropped from here on (the client went away,
@@ -755,7 +717,7 @@ impl Exchange {
         created.insert("resultType".into(), json!("task"));
         // The handle goes out only if the attempt is still open: an ask
         // that ended it meanwhile (a concurrent one) answered already.
-        let mut end = crate::state::lock(&self.end);
+        let mut end = crate::vocab::sync::lock(&self.end);
         let Some(tx) = end.take() else {
             drop(end);
             drop(guard); // fails the record, lets go of the work
@@ -850,7 +812,7 @@ impl Exchange {
             match self.answers.get(key) {
                 Some(a) => {
                     let method = r.get("method").and_then(Value::as_str).unwrap_or_default();
-                    if let Err(why) = input_state::check_answer(method, a) {
+                    if let Err(why) = request_state::check_answer(method, a) {
                         self.finish(End::Invalid(format!(
                             "inputResponses[{key:?}] is not a result of {method}: {why}"
                         )));
@@ -861,7 +823,7 @@ impl Exchange {
                 None => drop(missing.insert(key.clone(), r.clone())),
             }
         }
-        crate::state::lock(&self.used).extend(have.clone());
+        crate::vocab::sync::lock(&self.used).extend(have.clone());
         if missing.is_empty() {
             return Ok(have);
         }
@@ -870,7 +832,7 @@ impl Exchange {
     }
 
     fn finish(&self, end: End) {
-        if let Some(tx) = crate::state::lock(&self.end).take() {
+        if let Some(tx) = crate::vocab::sync::lock(&self.end).take() {
             let _ = tx.send(end);
         }
     }
@@ -883,7 +845,7 @@ impl Exchange {
 fn brought(state: &AppState, b: &Binding<'_>) -> Result<Map<String, Value>, RpcError> {
     let mut answers = match b.params.get("requestState") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::String(t)) => input_state::open(&state.input_key, b, t)
+        Some(Value::String(t)) => request_state::open(&state.input_key, b, t)
             .map_err(|why| RpcError::invalid_params(format!("requestState rejected: {why}")))?,
         Some(_) => return Err(RpcError::invalid_params("requestState must be a string")),
     };
@@ -1021,11 +983,11 @@ pub(crate) fn start(
                     }
                     End::Input(missing) => {
                         let b = Binding { caller: caller.as_deref(), method: &method, params: &params };
-                        let used = crate::state::lock(&exchange.used).clone();
+                        let used = crate::vocab::sync::lock(&exchange.used).clone();
                         Ok(json!({
                             "resultType": "input_required",
                             "inputRequests": missing,
-                            "requestState": input_state::seal(&key, &b, &used, ttl),
+                            "requestState": request_state::seal(&key, &b, &used, ttl),
                         }))
                     }
                     End::Capability(caps) => Err(RpcError::missing_client_capability(caps)),

@@ -90,7 +90,7 @@ struct Admitted {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        let mut o = crate::state::lock(&self.open);
+        let mut o = crate::vocab::sync::lock(&self.open);
         o.total -= 1;
         if let Some(n) = o.per_ip.get_mut(&self.ip) {
             *n -= 1;
@@ -103,7 +103,7 @@ impl Drop for Admitted {
 
 /// Admits a connection from `ip` if both caps allow it.
 fn admit(open: &Arc<Mutex<Open>>, ip: IpAddr, cfg: &ServeConfig) -> Option<Admitted> {
-    let mut o = crate::state::lock(open);
+    let mut o = crate::vocab::sync::lock(open);
     let from_ip = o.per_ip.get(&ip).copied().unwrap_or(0);
     if o.total >= cfg.max_connections || from_ip >= cfg.max_connections_per_ip {
         return None;

@@ -3,25 +3,23 @@
 //! server → client requests, in-flight requests, which HTTP connection
 //! carries which stream).
 
-use crate::config::ServerConfig;
-use crate::host::{ClientRequestError, Host, SendError};
-use crate::identity::IdentityFn;
-use crate::jsonrpc;
+use crate::host::Host;
+use crate::vocab::config::ServerConfig;
+use crate::vocab::error::{ClientRequestError, SendError};
+use crate::vocab::identity::IdentityFn;
+use crate::vocab::jsonrpc;
 use bytes::Bytes;
 use gapless::session::Pacer;
 use gapless::{Hub, Seq, Session, SessionId, StreamHandle, StreamId};
 
+use crate::vocab::sync::lock;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Everything the handlers share.
 pub(crate) struct AppState {
@@ -40,11 +38,11 @@ pub(crate) struct AppState {
     /// The cluster's store, in cluster mode (`docs/SPEC.md` §8).
     pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
     /// What the operator's metrics count (`observe.rs`).
-    pub(crate) metrics: Arc<crate::observe::Metrics>,
+    pub(crate) metrics: Arc<crate::telemetry::Metrics>,
     /// Seals the `requestState` of input-required results.
-    pub(crate) input_key: crate::input_state::StateKey,
+    pub(crate) input_key: crate::vocab::request_state::StateKey,
     /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
-    pub(crate) changes: crate::modern::Announcer,
+    pub(crate) changes: crate::vocab::change::Announcer,
     /// The bound on 2026-07-28 requests in flight.
     pub(crate) stateless: Arc<crate::modern::Inflight>,
     /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
@@ -83,7 +81,7 @@ impl AppState {
         self: &Arc<Self>,
         id: &str,
         owner: Option<&str>,
-    ) -> Result<Option<Arc<Conn>>, crate::error::ApiError> {
+    ) -> Result<Option<Arc<Conn>>, crate::vocab::error::ApiError> {
         if let Some(c) = self.conn(id, owner) {
             return Ok(Some(c));
         }
@@ -100,7 +98,9 @@ impl AppState {
                 Ok(Some(conn))
             }
             Ok(None) => Ok(None),
-            Err(crate::cluster::AttachError::Store(e)) => Err(crate::error::ApiError::store_unavailable(&e)),
+            Err(crate::cluster::AttachError::Store(e)) => {
+                Err(crate::vocab::error::ApiError::store_unavailable(&e))
+            }
             Err(crate::cluster::AttachError::Local(e)) => Err(e.into()),
         }
     }
@@ -204,16 +204,16 @@ pub(crate) struct Conn {
     /// publishes share script calls (`docs/SPEC.md` §8.8).
     appender: Option<gapless_redis::Appender>,
     /// This session's publish counts (`observe.rs`).
-    pub(crate) published: crate::observe::Published,
+    pub(crate) published: crate::telemetry::Published,
     /// The server's announcements to 2026-07-28 listen streams.
-    pub(crate) changes: crate::modern::Announcer,
+    pub(crate) changes: crate::vocab::change::Announcer,
     /// The ring's oldest seq when this state was made: what is evicted
     /// since is `oldest - start`.
     start: u64,
     /// The ring's evicted payload bytes when this state was made.
     start_evicted_bytes: u64,
     /// The server's metrics.
-    pub(crate) metrics: Arc<crate::observe::Metrics>,
+    pub(crate) metrics: Arc<crate::telemetry::Metrics>,
 }
 
 impl Conn {
@@ -266,7 +266,7 @@ impl Conn {
 
     /// Counts an event published on `stream` (`observe.rs`).
     fn count(&self, stream: StreamId, len: usize) {
-        use crate::observe::TargetKind;
+        use crate::telemetry::TargetKind;
         let target = if self.session.is_migrated() {
             TargetKind::Socket
         } else if stream == self.session.standalone().id() {
@@ -293,11 +293,11 @@ impl Conn {
         *lock(&self.initialize_params) = Some(params);
     }
 
-    pub(crate) fn log_level(&self) -> crate::host::LogLevel {
-        crate::host::LogLevel::ALL[self.log_level.load(Ordering::Relaxed) as usize]
+    pub(crate) fn log_level(&self) -> crate::vocab::log_level::LogLevel {
+        crate::vocab::log_level::LogLevel::ALL[self.log_level.load(Ordering::Relaxed) as usize]
     }
 
-    pub(crate) fn set_log_level(&self, l: crate::host::LogLevel) {
+    pub(crate) fn set_log_level(&self, l: crate::vocab::log_level::LogLevel) {
         self.log_level.store(l as u8, Ordering::Relaxed);
     }
 
@@ -453,7 +453,7 @@ impl Conn {
         stream.mark_all_delivered();
         if let Some(c) = &self.cluster {
             if let Err(e) = c.store.mark_all_delivered(&self.session.id(), stream.id()).await {
-                tracing::warn!(session = %crate::observe::SessionTag::of_id(&self.session.id()), error = %e, "could not record a JSON-only delivery");
+                tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&self.session.id()), error = %e, "could not record a JSON-only delivery");
             }
         }
     }

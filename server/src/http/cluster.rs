@@ -4,8 +4,8 @@
 
 use super::endpoint::{live_conn, unread_gap, Attached};
 use super::sse::Feed;
-use crate::error::ApiError;
 use crate::state::{AppState, Conn, Lane};
+use crate::vocab::error::ApiError;
 use gapless::ring::SnapshotError;
 use gapless::session::{Refusal, ResumeRequest, Target};
 use gapless::{Event, StreamId, Subscription};
@@ -115,8 +115,7 @@ pub(super) async fn resume_lane(
             Err(None) => continue,
         }
     }
-    Err(ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
-        .retry_after(1))
+    Err(ApiError::window_kept_moving())
 }
 
 /// The standalone stream in cluster mode: one connection in the whole
@@ -191,10 +190,7 @@ pub(super) async fn open_standalone(
             Err(None) => continue,
         }
     }
-    Err(fail(
-        ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
-            .retry_after(1),
-    ))
+    Err(fail(ApiError::window_kept_moving()))
 }
 
 /// `POST P/session/{id}/upgrade` in cluster mode: the migration check on the
@@ -281,6 +277,16 @@ pub(super) async fn redeem(
             Err(None) => continue,
         }
     }
-    Err(ApiError::new(gapless::ErrorKind::StoreUnavailable, "the session's window kept moving; retry")
-        .retry_after(1))
+    Err(ApiError::window_kept_moving())
+}
+
+impl From<gapless_redis::RedeemError> for ApiError {
+    fn from(e: gapless_redis::RedeemError) -> Self {
+        match e {
+            gapless_redis::RedeemError::Ticket(t) => t.into(),
+            gapless_redis::RedeemError::HistoryRewritten { cursor, head } => {
+                Refusal::HistoryRewritten { cursor, head }.into()
+            }
+        }
+    }
 }

@@ -6,10 +6,10 @@
 use super::guard::{caller, read_body, session_header, Accepts, NewSession};
 use super::sse::{Feed, Framing, SseBody};
 use crate::dispatch;
-use crate::error::ApiError;
-use crate::jsonrpc::{self, classify, Incoming, RpcError};
 use crate::modern::{self, Era};
 use crate::state::{AppState, Conn, Lane};
+use crate::vocab::error::ApiError;
+use crate::vocab::jsonrpc::{self, classify, Incoming, RpcError};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
-const LAST_EVENT_ID: &str = "last-event-id";
+use crate::vocab::config::{negotiate, SUPPORTED_VERSIONS};
+use crate::vocab::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_HEADER};
 
 /// The single MCP endpoint.
 pub(crate) async fn endpoint(State(state): State<Arc<AppState>>, req: Request) -> Response {
@@ -53,7 +53,7 @@ fn rpc_error_response(status: StatusCode, e: RpcError) -> Response {
 async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let (acc, owner) = checked(&req);
     let sid = session_header(req.headers()).map(str::to_owned);
-    let slot = req.extensions().get::<NewSession>().and_then(|n| crate::state::lock(&n.0).take());
+    let slot = req.extensions().get::<NewSession>().and_then(|n| crate::vocab::sync::lock(&n.0).take());
     let mirrored = super::modern::Mirrored::of(req.headers());
     let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     // The guard left the version header to here: which error an unknown
@@ -104,7 +104,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
         }
         Incoming::Request { id, method, params } => {
             let stream = match conn.open_stream().await {
-                Err(crate::host::SendError::Refused(r)) if r == crate::state::STALE => {
+                Err(crate::vocab::error::SendError::Refused(r)) if r == crate::state::STALE => {
                     // Drop the stale replica, follow the store afresh, retry.
                     state.remove(&conn.session.id());
                     conn = state
@@ -207,7 +207,8 @@ async fn initialize(
     slot: Option<crate::fairness::ClientSlot>,
 ) -> Result<Response, ApiError> {
     let Incoming::Request { id, params, .. } = msg else { unreachable!("checked by caller") };
-    let version = dispatch::negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
+    let version =
+        negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""), SUPPORTED_VERSIONS[0]);
     let (session, cluster) = match &state.cluster {
         None => (state.hub.create(owner.as_deref())?, None),
         Some(c) => {
@@ -247,8 +248,8 @@ async fn initialize(
 /// Whether a GET or DELETE is of 2026-07-28 (answered 405).
 fn of_modern(state: &AppState, req: &Request) -> bool {
     state.host.serves_sessionless()
-        && super::guard::header(req.headers(), "mcp-protocol-version")
-            .is_some_and(|v| crate::config::MODERN_VERSIONS.contains(&v.trim()))
+        && super::guard::header(req.headers(), PROTOCOL_VERSION)
+            .is_some_and(|v| crate::vocab::config::MODERN_VERSIONS.contains(&v.trim()))
 }
 
 async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -263,7 +264,7 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
         // (malformed).
         let cursor = cursor.to_str().unwrap_or("\u{0}");
         let (conn, sub, stream, attach) = resume_lane(&state, sid, cursor, owner.as_deref()).await?;
-        let replayed = crate::observe::Replayed(sub.replay_len());
+        let replayed = crate::telemetry::Replayed(sub.replay_len());
         let mut r = SseBody::new(conn, sub, stream, attach, Framing::Streamable, None).into_response();
         r.extensions_mut().insert(replayed);
         return Ok(r);

@@ -22,11 +22,11 @@
 //! the per-client limits (`fairness.rs`: 429 `rate_limited` or
 //! `client_session_limit`), all before the body is read.
 
-use crate::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
-use crate::error::ApiError;
 use crate::fairness::ClientSlot;
-use crate::identity::{self, Caller};
 use crate::state::AppState;
+use crate::vocab::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
+use crate::vocab::error::ApiError;
+use crate::vocab::identity::{self, Caller};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, Method};
@@ -37,7 +37,7 @@ use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-const SESSION_HEADER: &str = "mcp-session-id";
+use crate::vocab::headers::{PROTOCOL_VERSION, SESSION_HEADER};
 
 /// Which route a request is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +141,7 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     // The endpoint's POST checks the version once it has read the body: a
     // request of 2026-07-28 answers an unknown one with that revision's
     // error. A GET or DELETE of that revision reaches the endpoint (405).
-    let modern = header(req.headers(), "mcp-protocol-version")
+    let modern = header(req.headers(), PROTOCOL_VERSION)
         .is_some_and(|v| MODERN_VERSIONS.contains(&v.trim()) && state.host.serves_sessionless());
     if route != Route::Endpoint || !(post || modern) {
         check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
@@ -234,7 +234,7 @@ fn check_origin(state: &AppState, h: &HeaderMap) -> Result<(), ApiError> {
 }
 
 pub(crate) fn check_version(h: &HeaderMap, legacy: bool) -> Result<(), ApiError> {
-    match header(h, "mcp-protocol-version") {
+    match header(h, PROTOCOL_VERSION) {
         Some(v) if !(SUPPORTED_VERSIONS.contains(&v) || legacy && v == LEGACY_VERSION) => Err(ApiError::new(
             ErrorKind::UnsupportedProtocolVersion,
             format!("unsupported MCP-Protocol-Version {v:?}; supported: {}", SUPPORTED_VERSIONS.join(", ")),

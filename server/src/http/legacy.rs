@@ -14,11 +14,13 @@
 use super::endpoint::{live_conn, open_standalone, resume_lane};
 use super::guard::{caller, read_body, NewSession};
 use super::sse::{Framing, SseBody};
-use crate::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
 use crate::dispatch::{self, RequestStream};
-use crate::error::ApiError;
-use crate::jsonrpc::{self, classify, Incoming, RpcError};
-use crate::state::{lock, AppState, Conn};
+use crate::state::{AppState, Conn};
+use crate::vocab::config::{negotiate, LEGACY_VERSION};
+use crate::vocab::error::ApiError;
+use crate::vocab::headers::LAST_EVENT_ID;
+use crate::vocab::jsonrpc::{self, classify, Incoming, RpcError};
+use crate::vocab::sync::lock;
 use axum::extract::{OriginalUri, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -28,13 +30,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// The version a legacy session answers an `initialize` with: the
-/// client's if served (the legacy one or a Streamable one), else the
-/// legacy one.
-fn negotiate(asked: &str) -> &'static str {
-    SUPPORTED_VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(LEGACY_VERSION)
-}
 
 /// `GET P/sse[?sessionId=<id>]`.
 pub(crate) async fn sse(
@@ -51,7 +46,7 @@ async fn sse_inner(
     req: Request,
 ) -> Result<Response, ApiError> {
     let owner = caller(&req);
-    let cursor = req.headers().get("last-event-id").map(|c| c.to_str().unwrap_or("\u{0}").to_owned());
+    let cursor = req.headers().get(LAST_EVENT_ID).map(|c| c.to_str().unwrap_or("\u{0}").to_owned());
     let messages = messages_path(&req);
     let Some(sid) = q.get("sessionId") else {
         // A reconnect that kept its cursor but lost its session id: never
@@ -64,14 +59,14 @@ async fn sse_inner(
         let conn = Arc::new(Conn::new(&state, Arc::clone(&session), LEGACY_VERSION.to_owned(), slot, None));
         state.insert(Arc::clone(&conn));
         let mut r = standalone(conn, &messages).await?;
-        r.extensions_mut().insert(crate::observe::LegacyCreated);
+        r.extensions_mut().insert(crate::telemetry::LegacyCreated);
         return Ok(r);
     };
     if let Some(cursor) = cursor {
         // An EventSource reconnect: the cursor's stream, per the table.
         let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref()).await?;
         let preface = endpoint_event(&messages, &conn);
-        let replayed = crate::observe::Replayed(sub.replay_len());
+        let replayed = crate::telemetry::Replayed(sub.replay_len());
         let mut r = SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response();
         r.extensions_mut().insert(replayed);
         return Ok(r);
@@ -139,7 +134,10 @@ async fn messages_inner(
             let outcome = if conn.legacy_initialized.swap(true, Ordering::AcqRel) {
                 Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized"))
             } else {
-                let version = negotiate(params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""));
+                let version = negotiate(
+                    params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""),
+                    LEGACY_VERSION,
+                );
                 conn.set_protocol_version(version);
                 conn.set_initialize_params(params);
                 Ok(dispatch::initialize_result(&state, version))

@@ -14,6 +14,7 @@
 
 mod cluster;
 mod endpoint;
+mod error;
 mod guard;
 mod legacy;
 mod modern;
@@ -21,7 +22,7 @@ mod socket;
 mod sse;
 mod upgrade;
 
-use crate::observe::Counted;
+use crate::operator::count::Counted;
 use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{any, MethodRouter};
@@ -42,7 +43,7 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
             Route::LegacySse | Route::LegacyMessages => Counted::Legacy,
         };
         h.layer(from_fn_with_state((Arc::clone(state), route), guard::guard))
-            .layer(from_fn_with_state((Arc::clone(&state.metrics), counted), crate::observe::count))
+            .layer(from_fn_with_state((Arc::clone(&state.metrics), counted), crate::operator::count::count))
     };
     let mut router = Router::new()
         .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))

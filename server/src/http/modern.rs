@@ -6,11 +6,12 @@
 //! response cancels the request.
 
 use super::guard::Accepts;
-use crate::config::MODERN_VERSIONS;
-use crate::error::ApiError;
-use crate::jsonrpc::{self, code, Incoming, RpcError};
 use crate::modern::{self, Running};
 use crate::state::AppState;
+use crate::vocab::config::MODERN_VERSIONS;
+use crate::vocab::error::ApiError;
+use crate::vocab::headers::PROTOCOL_VERSION;
+use crate::vocab::jsonrpc::{self, code, Incoming, RpcError};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -36,7 +37,7 @@ pub(crate) struct Mirrored {
 impl Mirrored {
     pub(crate) fn of(h: &HeaderMap) -> Self {
         Mirrored {
-            version: h.get("mcp-protocol-version").cloned(),
+            version: h.get(PROTOCOL_VERSION).cloned(),
             method: h.get("mcp-method").cloned(),
             name: h.get("mcp-name").cloned(),
             params: h
@@ -48,8 +49,7 @@ impl Mirrored {
                 .keys()
                 .find(|k| {
                     let k = k.as_str();
-                    (k.starts_with("mcp-param-")
-                        || ["mcp-protocol-version", "mcp-method", "mcp-name"].contains(&k))
+                    (k.starts_with("mcp-param-") || [PROTOCOL_VERSION, "mcp-method", "mcp-name"].contains(&k))
                         && h.get_all(k).iter().nth(1).is_some()
                 })
                 .map(|k| k.as_str().to_owned()),

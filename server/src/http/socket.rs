@@ -9,10 +9,11 @@
 
 use super::sse::Feed;
 use crate::dispatch::{handle_notification, start_request, RequestStream};
-use crate::error::ApiError;
-use crate::identity::Caller;
-use crate::jsonrpc::{classify, Incoming};
 use crate::state::{AppState, Conn, Lane};
+use crate::vocab::bucket::TokenBucket;
+use crate::vocab::error::ApiError;
+use crate::vocab::identity::Caller;
+use crate::vocab::jsonrpc::{classify, Incoming};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::response::{IntoResponse, Response};
@@ -39,31 +40,22 @@ mod close {
 /// read, before the socket is dropped without it.
 const CLOSE_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A token bucket for the client's control frames: `rate` per second, a
-/// burst of ten times that.
+/// The client's control frames: `rate` per second, a burst of ten times
+/// that.
 struct ControlBudget {
-    tokens: f64,
+    bucket: TokenBucket,
     rate: f64,
-    last: std::time::Instant,
 }
 
 impl ControlBudget {
     fn new(rate: u32) -> Self {
         let rate = f64::from(rate.max(1));
-        ControlBudget { tokens: rate * 10.0, rate, last: std::time::Instant::now() }
+        ControlBudget { bucket: TokenBucket::full(rate * 10.0, std::time::Instant::now()), rate }
     }
 
     /// Takes one token; `false` when the client is over its budget.
     fn take(&mut self) -> bool {
-        let now = std::time::Instant::now();
-        let burst = self.rate * 10.0;
-        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(burst);
-        self.last = now;
-        if self.tokens < 1.0 {
-            return false;
-        }
-        self.tokens -= 1.0;
-        true
+        self.bucket.take(self.rate, self.rate * 10.0, std::time::Instant::now()).is_ok()
     }
 }
 
@@ -104,7 +96,7 @@ pub(crate) async fn socket(
         .max_frame_size(max)
         .write_buffer_size(write_max.min(128 << 10))
         .max_write_buffer_size(write_max);
-    let replayed = crate::observe::Replayed(sub.replay_len());
+    let replayed = crate::telemetry::Replayed(sub.replay_len());
     let mut r = upgrade.on_upgrade(move |ws| async move {
         // Attach: the session is migrated, its SSE streams end, a previous
         // socket is replaced.

@@ -216,7 +216,7 @@ impl SseBody {
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let span = tracing::info_span!(
             "stream",
-            session = %crate::observe::SessionTag::of_id(&conn.session.id()),
+            session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()),
             stream = stream.0,
             framing = ?framing,
         );
@@ -268,7 +268,7 @@ impl Stream for SseBody {
                 // would not know of; the client's resume is answered by the
                 // store (503 while it is down).
                 Poll::Ready(Err(e)) => {
-                    tracing::warn!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), error = %e, "delivery not recorded; ending the stream");
+                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&this.conn.session.id()), error = %e, "delivery not recorded; ending the stream");
                     Poll::Ready(None)
                 }
             };
@@ -333,7 +333,7 @@ impl Stream for SseBody {
                 // Fell behind eviction: end the stream; the client's resume
                 // gets the explicit 409 with the numbers.
                 Poll::Ready(Some(Err(lag))) if last.is_none() => {
-                    tracing::info!(session = %crate::observe::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
+                    tracing::info!(session = %crate::vocab::secret::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
                     return Poll::Ready(None);
                 }
                 Poll::Ready(None) if last.is_none() => return Poll::Ready(None),

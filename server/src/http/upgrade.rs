@@ -5,8 +5,8 @@
 //! are never used as a cursor.
 
 use super::guard::{caller, read_body};
-use crate::error::ApiError;
 use crate::state::AppState;
+use crate::vocab::error::ApiError;
 use axum::extract::{OriginalUri, Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use gapless::session::MigrateError;

@@ -4,7 +4,7 @@
 
 use super::store::{Lookup, Record, Status};
 use super::{declares, not_found, now_ms, required, unavailable, visible, wire, Tasks};
-use crate::jsonrpc::RpcError;
+use crate::vocab::jsonrpc::RpcError;
 use serde_json::{json, Map, Value};
 
 impl Tasks {
@@ -68,7 +68,7 @@ impl Tasks {
             for (k, v) in &responses {
                 let Some(req) = r.input_requests.get(k) else { continue };
                 let method = req.get("method").and_then(Value::as_str).unwrap_or_default();
-                if let Err(why) = crate::input_state::check_answer(method, v) {
+                if let Err(why) = crate::vocab::request_state::check_answer(method, v) {
                     invalid = Some(format!("inputResponses[{k:?}] is not a result of {method}: {why}"));
                     return false;
                 }
@@ -93,7 +93,7 @@ impl Tasks {
         }
         match l {
             Lookup::Found(_) => {
-                if let Some(w) = crate::state::lock(&self.running).get(id) {
+                if let Some(w) = crate::vocab::sync::lock(&self.running).get(id) {
                     w.input.notify_one();
                 }
                 Ok(json!({}))
@@ -117,7 +117,7 @@ impl Tasks {
         }
         match visible(after.map_err(unavailable)?, caller) {
             Lookup::Found(_) => {
-                if let Some(w) = crate::state::lock(&self.running).get(id) {
+                if let Some(w) = crate::vocab::sync::lock(&self.running).get(id) {
                     w.cancel.cancel();
                 }
                 Ok(json!({}))

@@ -29,7 +29,7 @@ mod wire;
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
-use crate::jsonrpc::{code, RpcError};
+use crate::vocab::jsonrpc::{code, RpcError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -133,7 +133,7 @@ pub(crate) struct Tasks {
     /// This node's name in cluster mode (recorded on the tasks it runs).
     node: Option<String>,
     running: Mutex<HashMap<String, Work>>,
-    metrics: Arc<crate::observe::Metrics>,
+    metrics: Arc<crate::telemetry::Metrics>,
 }
 
 /// A task running here: how to stop it, and how to wake it when input
@@ -169,7 +169,7 @@ impl Abandon {
 impl Drop for Abandon {
     fn drop(&mut self) {
         let Some((tasks, id, why)) = self.tasks.take() else { return };
-        if let Some(w) = crate::state::lock(&tasks.running).remove(&id) {
+        if let Some(w) = crate::vocab::sync::lock(&tasks.running).remove(&id) {
             if self.stop_work {
                 w.cancel.cancel();
             }
@@ -212,14 +212,14 @@ impl Tasks {
         store: Arc<dyn TaskStore>,
         limits: Limits,
         node: Option<String>,
-        metrics: Arc<crate::observe::Metrics>,
+        metrics: Arc<crate::telemetry::Metrics>,
     ) -> Self {
         Tasks { store, limits, node, running: Default::default(), metrics }
     }
 
     /// How many tasks run their work on this node.
     pub(crate) fn running(&self) -> usize {
-        crate::state::lock(&self.running).len()
+        crate::vocab::sync::lock(&self.running).len()
     }
 
     /// Creates the record of a new task of `owner`, durably, and registers
@@ -262,7 +262,7 @@ impl Tasks {
         // Registered first: a cancel that comes the moment the client has
         // the id finds the work.
         let work = Work { cancel, input: Arc::new(Notify::new()) };
-        crate::state::lock(&self.running).insert(id.clone(), work);
+        crate::vocab::sync::lock(&self.running).insert(id.clone(), work);
         let guard = self.abandon_on_drop(&id, "the request ended before its task was handed out");
         match self.store.create(record, self.limits.max_tasks, self.limits.max_per_client, now).await {
             Ok(()) => {
@@ -278,7 +278,7 @@ impl Tasks {
                     // handler is told and goes on.
                     guard.release();
                 }
-                crate::state::lock(&self.running).remove(&id);
+                crate::vocab::sync::lock(&self.running).remove(&id);
                 self.metrics.task_refused(if matches!(e, CreateError::Store(_)) {
                     "unavailable"
                 } else {
@@ -313,7 +313,7 @@ impl Tasks {
     where
         F: std::future::Future<Output = Result<Value, RpcError>>,
     {
-        let cancel = match crate::state::lock(&self.running).get(id) {
+        let cancel = match crate::vocab::sync::lock(&self.running).get(id) {
             Some(w) => w.cancel.clone(),
             None => return,
         };
@@ -350,7 +350,7 @@ impl Tasks {
                 "the server shut down before the task completed",
             ))),
         };
-        crate::state::lock(&self.running).remove(id);
+        crate::vocab::sync::lock(&self.running).remove(id);
         cancel.cancel();
         if let Some(outcome) = outcome {
             self.record(id, outcome).await;
@@ -378,7 +378,7 @@ impl Tasks {
     /// Records the outcome of work that ended on its own (before [`Tasks::run`]
     /// took it over).
     pub(crate) async fn settle(&self, id: &str, outcome: Result<Value, RpcError>) {
-        if let Some(w) = crate::state::lock(&self.running).remove(id) {
+        if let Some(w) = crate::vocab::sync::lock(&self.running).remove(id) {
             w.cancel.cancel();
         }
         self.record(id, outcome).await;
@@ -431,12 +431,13 @@ impl Tasks {
         &self,
         id: &str,
         requests: &Map<String, Value>,
-    ) -> Result<Map<String, Value>, crate::host::ClientRequestError> {
-        use crate::host::ClientRequestError;
+    ) -> Result<Map<String, Value>, crate::vocab::error::ClientRequestError> {
+        use crate::vocab::error::ClientRequestError;
         if requests.is_empty() {
             return Ok(Map::new());
         }
-        let work = crate::state::lock(&self.running).get(id).cloned().ok_or(ClientRequestError::Cancelled)?;
+        let work =
+            crate::vocab::sync::lock(&self.running).get(id).cloned().ok_or(ClientRequestError::Cancelled)?;
         // Wire key → the handler's key.
         let mut names: Vec<(String, String)> = vec![];
         let mut change = |r: &mut Record| {

@@ -10,7 +10,7 @@
 //! for ever, and never vanishes while its TTL runs.
 
 use super::store::{Change, CreateError, Lookup, Record, Status, StoreError, TaskStore, EXPIRED_MEMORY};
-use crate::jsonrpc::code;
+use crate::vocab::jsonrpc::code;
 use futures_util::future::BoxFuture;
 use gapless_redis::{NewTask, RedisStore, TaskBounds, TaskCreated};
 use serde_json::json;

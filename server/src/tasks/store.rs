@@ -272,13 +272,13 @@ impl MemoryTasks {
 
     /// Drops the records whose TTL ran out by `now_ms`; how many.
     pub(crate) fn sweep(&self, now_ms: u64) -> usize {
-        crate::state::lock(&self.inner).sweep(now_ms)
+        crate::vocab::sync::lock(&self.inner).sweep(now_ms)
     }
 
     /// How many records it holds (expired ones not yet swept included).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        crate::state::lock(&self.inner).tasks.len()
+        crate::vocab::sync::lock(&self.inner).tasks.len()
     }
 }
 
@@ -290,7 +290,7 @@ impl TaskStore for MemoryTasks {
         max_per_owner: usize,
         now_ms: u64,
     ) -> BoxFuture<'_, Result<(), CreateError>> {
-        let mut inner = crate::state::lock(&self.inner);
+        let mut inner = crate::vocab::sync::lock(&self.inner);
         inner.max_expired = max.saturating_mul(EXPIRED_PER_TASK);
         let owned =
             |i: &Inner| record.client.as_ref().map_or(0, |o| i.per_owner.get(o).copied().unwrap_or(0));
@@ -313,7 +313,7 @@ impl TaskStore for MemoryTasks {
     }
 
     fn get<'a>(&'a self, id: &'a str, now_ms: u64) -> BoxFuture<'a, Result<Lookup, StoreError>> {
-        let mut inner = crate::state::lock(&self.inner);
+        let mut inner = crate::vocab::sync::lock(&self.inner);
         let out = match inner.lookup(id, now_ms) {
             Some(r) => Lookup::Found(Box::new(r.clone())),
             None => inner.miss(id),
@@ -327,7 +327,7 @@ impl TaskStore for MemoryTasks {
         now_ms: u64,
         change: Change<'a>,
     ) -> BoxFuture<'a, Result<Lookup, StoreError>> {
-        let mut inner = crate::state::lock(&self.inner);
+        let mut inner = crate::vocab::sync::lock(&self.inner);
         let out = match inner.lookup(id, now_ms) {
             Some(r) => {
                 change(r);

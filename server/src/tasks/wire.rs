@@ -1,14 +1,9 @@
 //! A task as the wire has it (`Task`, `DetailedTask`), and its timestamps.
 
 use super::store::{Record, Status};
-use crate::jsonrpc::code;
+use crate::vocab::jsonrpc::code;
+pub(crate) use crate::vocab::time::now_ms;
 use serde_json::{json, Map, Value};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Unix time now, in milliseconds.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// `ms` (Unix) as ISO 8601 in UTC with milliseconds:
 /// `2026-12-02T15:42:41.123Z`.

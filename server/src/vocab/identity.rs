@@ -9,7 +9,7 @@
 //!    (headers and extensions), e.g. to hash an `Authorization` header;
 //! 3. else none: every session is anonymous and bound to no one.
 
-use axum::http::request::Parts;
+use http::request::Parts;
 use std::sync::Arc;
 
 /// A caller identity, set by the application's auth layer as a request

@@ -13,11 +13,12 @@
 //! ([`check_answer`]), for input-required results and for the tasks
 //! extension's `tasks/update` alike.
 
+use super::secret::constant_time_eq;
+use super::time::now_ms;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The secret the tokens are sealed with.
 #[derive(Clone)]
@@ -50,11 +51,6 @@ fn hmac(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
     let pad = |b: u8| block.map(|k| k ^ b);
     let inner = Sha256::new().chain_update(pad(0x36)).chain_update(message).finalize();
     Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize().into()
-}
-
-/// Equal without an early exit (the tag's bytes are not revealed by time).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// JSON with object keys sorted, at every depth: the same value always
@@ -103,10 +99,6 @@ fn digest(params: &Value) -> String {
     Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// What a request is: who asks, what, with which params.
 pub(crate) struct Binding<'a> {
     pub(crate) caller: Option<&'a str>,
@@ -134,7 +126,7 @@ pub(crate) fn seal(key: &StateKey, b: &Binding<'_>, answers: &Map<String, Value>
 pub(crate) fn open(key: &StateKey, b: &Binding<'_>, token: &str) -> Result<Map<String, Value>, &'static str> {
     let (body, tag) = token.split_once('.').ok_or("it is not a sealed state")?;
     let tag = B64.decode(tag).map_err(|_| "its seal is not Base64")?;
-    if !same(&tag, &hmac(&key.0, body.as_bytes())) {
+    if !constant_time_eq(&tag, &hmac(&key.0, body.as_bytes())) {
         return Err("its seal does not verify (altered, or sealed by another server)");
     }
     let payload: Value = B64

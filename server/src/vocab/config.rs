@@ -153,3 +153,11 @@ pub const MODERN_VERSIONS: [&str; 1] = ["2026-07-28"];
 
 /// MCP protocol versions this transport speaks, newest first.
 pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// The protocol version a session answers an `initialize` asking for
+/// `asked` with: the client's if it is one of [`SUPPORTED_VERSIONS`], else
+/// `fallback` (the newest for Streamable HTTP, [`LEGACY_VERSION`] for the
+/// legacy transport).
+pub(crate) fn negotiate(asked: &str, fallback: &'static str) -> &'static str {
+    SUPPORTED_VERSIONS.iter().copied().find(|v| *v == asked).unwrap_or(fallback)
+}
