@@ -6,7 +6,7 @@
 //! request's own stream, sends server → client requests and awaits their
 //! responses, and observes cancellation and the session's log level.
 
-use crate::state::Conn;
+use crate::session::SessionState;
 use crate::vocab::jsonrpc::{self, RpcError};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -74,29 +74,29 @@ pub trait Host: Send + Sync + 'static {
 /// stream.
 #[derive(Clone)]
 pub struct SessionHandle {
-    pub(crate) conn: Arc<Conn>,
+    pub(crate) sess: Arc<SessionState>,
 }
 
 impl fmt::Debug for SessionHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionHandle").field("session", &self.conn.session.id()).finish()
+        f.debug_struct("SessionHandle").field("session", &self.sess.session.id()).finish()
     }
 }
 
 impl SessionHandle {
     /// The session id.
     pub fn id(&self) -> String {
-        self.conn.session.id().to_string()
+        self.sess.session.id().to_string()
     }
 
     /// Publishes a notification on the standalone (GET) stream, paced.
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
-        self.conn.publish_json(&self.conn.standalone, &jsonrpc::notification(method, params)).await
+        self.sess.publish_json(&self.sess.standalone, &jsonrpc::notification(method, params)).await
     }
 
     /// The protocol version negotiated at `initialize`.
     pub fn protocol_version(&self) -> String {
-        self.conn.protocol_version()
+        self.sess.protocol_version()
     }
 
     /// Publishes raw, already serialized JSON-RPC bytes on the standalone
@@ -104,7 +104,7 @@ impl SessionHandle {
     /// The ring's budget counts their length: make them from a `Vec` with
     /// `gapless::ring::exact_bytes`.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
-        self.conn.publish_bytes(&self.conn.standalone, message).await
+        self.sess.publish_bytes(&self.sess.standalone, message).await
     }
 
     /// The `params` of the session's `initialize` request as the client sent
@@ -112,7 +112,7 @@ impl SessionHandle {
     /// did not receive that request (a cluster node serving a session that
     /// another node created).
     pub fn initialize_params(&self) -> Option<Value> {
-        self.conn.initialize_params()
+        self.sess.initialize_params()
     }
 
     /// Sends a request to the client on the standalone stream (one that no
@@ -123,19 +123,19 @@ impl SessionHandle {
     /// [`ClientRequestError::Timeout`] after the configured client-request
     /// timeout.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
-        self.conn.client_request(&self.conn.standalone, method, params, &self.conn.closed).await
+        self.sess.client_request(&self.sess.standalone, method, params, &self.sess.closed).await
     }
 
     /// Whether the session ended (deleted, expired, or the server shut
     /// down).
     pub fn is_closed(&self) -> bool {
-        self.conn.closed.is_cancelled()
+        self.sess.closed.is_cancelled()
     }
 
     /// Resolves when the session ends (deleted, expired, or the server shut
     /// down): where an application drops what it keeps per session.
     pub async fn closed(&self) {
-        self.conn.closed.cancelled().await
+        self.sess.closed.cancelled().await
     }
 
     /// Sends a log notification on the standalone stream if the session's
@@ -146,27 +146,27 @@ impl SessionHandle {
         logger: Option<&str>,
         data: Value,
     ) -> Result<Option<Seq>, SendError> {
-        log_on(&self.conn, &self.conn.standalone, level, logger, data).await
+        log_on(&self.sess, &self.sess.standalone, level, logger, data).await
     }
 }
 
 /// `notifications/message` on `stream`, if the session's level lets `level`
 /// through (`Ok(None)` when filtered): the one body of both `log`s.
 async fn log_on(
-    conn: &Conn,
+    sess: &SessionState,
     stream: &Pacer,
     level: LogLevel,
     logger: Option<&str>,
     data: Value,
 ) -> Result<Option<Seq>, SendError> {
-    if level < conn.log_level() {
+    if level < sess.log_level() {
         return Ok(None);
     }
     let mut p = json!({"level": level.as_str(), "data": data});
     if let Some(l) = logger {
         p["logger"] = json!(l);
     }
-    conn.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
+    sess.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
 }
 
 /// What a request handler gets: its stream, its cancellation, and the
@@ -183,7 +183,7 @@ pub struct RequestContext {
 pub(crate) enum Via {
     /// A request of a session (2025 revisions): its stream on the ring.
     Session {
-        conn: Arc<Conn>,
+        sess: Arc<SessionState>,
         /// Pacing handle of the request's own stream.
         stream: Pacer,
     },
@@ -213,7 +213,7 @@ impl RequestContext {
     /// stream, nothing kept between requests by the protocol).
     pub fn session(&self) -> Option<SessionHandle> {
         match &self.via {
-            Via::Session { conn, .. } => Some(SessionHandle { conn: Arc::clone(conn) }),
+            Via::Session { sess, .. } => Some(SessionHandle { sess: Arc::clone(sess) }),
             Via::Exchange(_) => None,
         }
     }
@@ -223,7 +223,7 @@ impl RequestContext {
     /// `_meta` (2026-07-28).
     pub fn protocol_version(&self) -> String {
         match &self.via {
-            Via::Session { conn, .. } => conn.protocol_version(),
+            Via::Session { sess, .. } => sess.protocol_version(),
             Via::Exchange(x) => x.version.clone(),
         }
     }
@@ -234,8 +234,8 @@ impl RequestContext {
     /// node serving a session another node created).
     pub fn client_capabilities(&self) -> Option<Value> {
         match &self.via {
-            Via::Session { conn, .. } => {
-                conn.initialize_params().map(|p| p.get("capabilities").cloned().unwrap_or(json!({})))
+            Via::Session { sess, .. } => {
+                sess.initialize_params().map(|p| p.get("capabilities").cloned().unwrap_or(json!({})))
             }
             Via::Exchange(x) => Some(x.capabilities.clone()),
         }
@@ -249,7 +249,7 @@ impl RequestContext {
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
         let msg = jsonrpc::notification(method, params);
         match &self.via {
-            Via::Session { conn, stream } => conn.publish_json(stream, &msg).await,
+            Via::Session { sess, stream } => sess.publish_json(stream, &msg).await,
             Via::Exchange(x) => x.send(Bytes::from(msg.to_string())).await,
         }
     }
@@ -260,7 +260,7 @@ impl RequestContext {
     /// `gapless::ring::exact_bytes`.
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
         match &self.via {
-            Via::Session { conn, stream } => conn.publish_bytes(stream, message).await,
+            Via::Session { sess, stream } => sess.publish_bytes(stream, message).await,
             Via::Exchange(x) => x.send(message).await,
         }
     }
@@ -276,7 +276,7 @@ impl RequestContext {
         data: Value,
     ) -> Result<Option<Seq>, SendError> {
         match &self.via {
-            Via::Session { conn, stream } => log_on(conn, stream, level, logger, data).await,
+            Via::Session { sess, stream } => log_on(sess, stream, level, logger, data).await,
             Via::Exchange(x) => {
                 if x.log_level.is_none_or(|min| level < min) {
                     return Ok(None);
@@ -317,7 +317,7 @@ impl RequestContext {
     /// own key: see there.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
         match &self.via {
-            Via::Session { conn, stream } => conn.client_request(stream, method, params, &self.cancel).await,
+            Via::Session { sess, stream } => sess.client_request(stream, method, params, &self.cancel).await,
             Via::Exchange(x) => {
                 let key = x.next_key(method);
                 let asked =
@@ -351,12 +351,12 @@ impl RequestContext {
         requests: serde_json::Map<String, Value>,
     ) -> Result<serde_json::Map<String, Value>, ClientRequestError> {
         match &self.via {
-            Via::Session { conn, stream } => {
+            Via::Session { sess, stream } => {
                 let asks = requests.iter().map(|(key, r)| {
                     let method = r.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
                     let params = r.get("params").cloned().unwrap_or(json!({}));
                     async move {
-                        let v = conn.client_request(stream, &method, params, &self.cancel).await?;
+                        let v = sess.client_request(stream, &method, params, &self.cancel).await?;
                         Ok::<_, ClientRequestError>((key.clone(), v))
                     }
                 });
@@ -401,7 +401,7 @@ impl RequestContext {
     /// 2026-07-28 that listens to it, as [`crate::McpServer::announce`] does.
     pub fn announce(&self, change: crate::vocab::change::Change) {
         let changes = match &self.via {
-            Via::Session { conn, .. } => &conn.changes,
+            Via::Session { sess, .. } => &sess.changes,
             Via::Exchange(x) => &x.changes,
         };
         changes.announce(change);
@@ -425,8 +425,8 @@ impl RequestContext {
     /// the stream is replayed there. Does nothing on a 2026-07-28 request,
     /// whose stream cannot be resumed (closing it would cancel the request).
     pub async fn close_sse_stream(&self) {
-        if let Via::Session { conn, stream } = &self.via {
-            conn.close_stream_connection(stream.stream()).await
+        if let Via::Session { sess, stream } = &self.via {
+            sess.close_stream_connection(stream.stream()).await
         }
     }
 }

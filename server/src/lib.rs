@@ -63,15 +63,15 @@
 //! conformance fixtures and the command line) is one such application.
 #![deny(missing_docs)]
 
-mod cluster;
+mod app;
+mod backend;
 mod dispatch;
-mod fairness;
 pub mod host;
 mod http;
 mod modern;
 mod operator;
 mod serve;
-mod state;
+mod session;
 pub mod tasks;
 mod telemetry;
 mod vocab;
@@ -85,14 +85,14 @@ pub use vocab::error::{self, ApiError};
 pub use vocab::identity::{CallerIdentity, IdentityFn};
 pub use vocab::jsonrpc::{self, RpcError};
 
+pub use app::BuildError;
+
+use app::AppState;
 use axum::Router;
-use gapless::ring::ConfigError;
 use gapless::Hub;
-use state::AppState;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// A configured transport: hub, application, limits. Clone it freely; the
 /// clones share the sessions.
@@ -105,45 +105,10 @@ pub struct McpServer {
 
 impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("McpServer").field("path", &self.state.path).field("hub", &self.state.hub).finish()
-    }
-}
-
-/// Why [`McpServerBuilder::build`] refused a configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BuildError {
-    /// The ring bounds are invalid.
-    Ring(ConfigError),
-    /// The endpoint path is not an absolute path of plain segments.
-    Path {
-        /// The path as given.
-        path: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// The cluster store could not be used.
-    Store(String),
-    /// `ServerConfig::request_state_secret` has fewer than 16 bytes.
-    Secret,
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Ring(e) => write!(f, "invalid ring configuration: {e}"),
-            BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
-            BuildError::Store(e) => write!(f, "session store: {e}"),
-            BuildError::Secret => f.write_str("request_state_secret must have at least 16 bytes"),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::Ring(e) => Some(e),
-            BuildError::Path { .. } | BuildError::Store(_) | BuildError::Secret => None,
-        }
+        f.debug_struct("McpServer")
+            .field("path", &self.state.path)
+            .field("hub", &self.state.sessions.hub)
+            .finish()
     }
 }
 
@@ -200,106 +165,12 @@ impl McpServerBuilder {
     }
 
     /// The server, or why the configuration is refused.
-    pub fn build(mut self) -> Result<McpServer, BuildError> {
-        let path = normalize_path(&self.path)?;
-        let cluster = match self.store.take() {
-            Some((store, url)) => {
-                // A replica's events carry the store's check and index
-                // before their payload.
-                let ring = &mut self.config.hub.ring;
-                ring.byte_budget =
-                    ring.byte_budget.saturating_add(cluster::PREFIX.saturating_mul(ring.capacity));
-                Some(Arc::new(
-                    cluster::Cluster::new(store, &url).map_err(|e| BuildError::Store(e.to_string()))?,
-                ))
-            }
-            None => None,
-        };
-        let hub = Arc::new(Hub::new(self.config.hub).map_err(BuildError::Ring)?);
-        let c = &self.config;
-        let fairness = Arc::new(fairness::Fairness::new(
-            c.initialize_per_sec,
-            c.initialize_burst,
-            c.max_sessions_per_client,
-        ));
-        if self.config.request_state_secret.as_ref().is_some_and(|s| s.len() < 16) {
-            return Err(BuildError::Secret);
-        }
-        let input_key = vocab::request_state::StateKey::new(self.config.request_state_secret.as_deref());
-        let stateless = modern::Inflight::new(
-            self.config.max_stateless_inflight,
-            self.config.max_stateless_inflight_per_client,
-        );
-        let c = &self.config;
-        let limits = tasks::Limits {
-            ttl: c.task_ttl,
-            max_ttl: c.max_task_ttl,
-            poll_interval: c.task_poll_interval,
-            max_tasks: c.max_tasks,
-            max_per_client: c.max_tasks_per_client,
-            max_result_bytes: c.max_task_result_bytes,
-        };
-        // Tasks live where sessions do: in Redis in cluster mode.
-        let (task_store, memory_tasks, node): (Arc<dyn tasks::store::TaskStore>, _, _) = match &cluster {
-            Some(c) => {
-                let store = tasks::redis::RedisTasks { store: c.store.clone(), me: c.node.clone() };
-                (Arc::new(store), None, Some(c.node.clone()))
-            }
-            None => {
-                let memory = Arc::new(tasks::store::MemoryTasks::new());
-                (memory.clone(), Some(memory), None)
-            }
-        };
-        let metrics = Arc::new(telemetry::Metrics::new());
-        let state = Arc::new(AppState {
-            tasks: Arc::new(tasks::Tasks::new(task_store, limits, node, Arc::clone(&metrics))),
-            memory_tasks,
-            changes: vocab::change::Announcer::new(),
-            mirrors: Default::default(),
-            stateless,
-            input_key,
-            hub,
-            host: self.host,
-            config: Arc::new(self.config),
-            identity: self.identity,
-            conns: Default::default(),
-            shutdown: CancellationToken::new(),
-            fairness,
-            path,
-            cluster,
-            metrics,
-        });
+    pub fn build(self) -> Result<McpServer, BuildError> {
+        let state = app::build(self.host, self.config, &self.path, self.identity, self.store)?;
         let registry = Arc::new(operator::metrics::registry(&state.metrics, Arc::downgrade(&state)));
-        if let Some(c) = &state.cluster {
-            c.start(Arc::downgrade(&state), state.shutdown.clone());
-        }
+        state.sessions.start();
         Ok(McpServer { state, registry })
     }
-}
-
-/// `/mcp`, `/a/b` or `/`: absolute, no empty, `.`/`..` or `{`/`}` segment,
-/// no query; a trailing `/` is dropped.
-fn normalize_path(path: &str) -> Result<String, BuildError> {
-    let bad = |reason| Err(BuildError::Path { path: path.to_owned(), reason });
-    if !path.starts_with('/') {
-        return bad("must start with '/'");
-    }
-    let trimmed = path.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return Ok("/".to_owned());
-    }
-    for seg in trimmed[1..].split('/') {
-        if seg.is_empty() || seg == "." || seg == ".." {
-            return bad("has an empty, '.' or '..' segment");
-        }
-        if seg.bytes().any(|b| matches!(b, b'{' | b'}' | b'?' | b'#' | b'*' | b':') || b <= b' ' || b >= 0x7f)
-        {
-            return bad(
-                "may hold only plain path characters (no '{', '}', '?', '#', '*', ':', spaces or non-ASCII)",
-            );
-        }
-    }
-    Ok(trimmed.to_owned())
 }
 
 impl McpServer {
@@ -317,7 +188,7 @@ impl McpServer {
     /// The session hub (for tests and applications that publish outside a
     /// request).
     pub fn hub(&self) -> &Arc<Hub> {
-        &self.state.hub
+        &self.state.sessions.hub
     }
 
     /// The axum router serving the endpoint: `P`, `P/session/{id}/upgrade`
@@ -395,21 +266,5 @@ impl McpServer {
                 }
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::normalize_path;
-
-    #[test]
-    fn endpoint_paths() {
-        assert_eq!(normalize_path("/mcp").unwrap(), "/mcp");
-        assert_eq!(normalize_path("/mcp/").unwrap(), "/mcp");
-        assert_eq!(normalize_path("/a/b").unwrap(), "/a/b");
-        assert_eq!(normalize_path("/").unwrap(), "/");
-        for bad in ["", "mcp", "/a//b", "/a/../b", "/{id}", "/a b", "/m?x", "/é"] {
-            assert!(normalize_path(bad).is_err(), "{bad:?}");
-        }
     }
 }

@@ -12,8 +12,8 @@
 //! sealing what earlier rounds answered in `requestState`; the client's
 //! retry runs the handler again, and the same asks are answered from it.
 
+use crate::app::AppState;
 use crate::host::{RequestContext, Via};
-use crate::state::AppState;
 use crate::vocab::change::{Announcer, Change};
 use crate::vocab::config::{MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::vocab::error::{ClientRequestError, SendError};

@@ -22,8 +22,8 @@
 //! the per-client limits (`fairness.rs`: 429 `rate_limited` or
 //! `client_session_limit`), all before the body is read.
 
-use crate::fairness::ClientSlot;
-use crate::state::AppState;
+use crate::app::AppState;
+use crate::session::fairness::ClientSlot;
 use crate::vocab::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::vocab::error::ApiError;
 use crate::vocab::identity::{self, Caller};

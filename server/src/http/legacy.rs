@@ -11,11 +11,12 @@
 //! `Mcp-Session-Id` and `Last-Event-ID`) resume the same stream, per the
 //! decision table, and a cursor without a session id is refused as ever.
 
-use super::endpoint::{live_conn, open_standalone, resume_lane};
 use super::guard::{caller, read_body, NewSession};
 use super::sse::{Framing, SseBody};
+use crate::app::AppState;
+use crate::backend::Table as _;
 use crate::dispatch::{self, RequestStream};
-use crate::state::{AppState, Conn};
+use crate::session::SessionState;
 use crate::vocab::config::{negotiate, LEGACY_VERSION};
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::LAST_EVENT_ID;
@@ -25,7 +26,7 @@ use axum::extract::{OriginalUri, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use gapless::{ErrorKind, Refusal};
+use gapless::{ErrorKind, Refusal, ResumeRequest};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -55,31 +56,30 @@ async fn sse_inner(
             return Err(ApiError::from(Refusal::ResumeRequiresSession));
         }
         let slot = req.extensions().get::<NewSession>().and_then(|n| lock(&n.0).take());
-        let session = state.hub.create(owner.as_deref())?;
-        let conn = Arc::new(Conn::new(&state, Arc::clone(&session), LEGACY_VERSION.to_owned(), slot, None));
-        state.insert(Arc::clone(&conn));
-        let mut r = standalone(conn, &messages).await?;
+        let sess = state.sessions.create(owner.as_deref(), LEGACY_VERSION, slot, None).await?;
+        let mut r = standalone(&state, sess, &messages).await?;
         r.extensions_mut().insert(crate::telemetry::LegacyCreated);
         return Ok(r);
     };
     if let Some(cursor) = cursor {
         // An EventSource reconnect: the cursor's stream, per the table.
-        let (conn, sub, stream, attach) = resume_lane(&state, Some(sid), &cursor, owner.as_deref()).await?;
-        let preface = endpoint_event(&messages, &conn);
+        let req = ResumeRequest { session_id: Some(sid), cursor: Some(&cursor), owner: owner.as_deref() };
+        let (sess, sub, stream, attach) = state.sessions.resume_lane(req).await?;
+        let preface = endpoint_event(&messages, &sess);
         let replayed = crate::telemetry::Replayed(sub.replay_len());
-        let mut r = SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response();
+        let mut r = SseBody::new(sess, sub, stream, attach, Framing::Legacy, Some(preface)).into_response();
         r.extensions_mut().insert(replayed);
         return Ok(r);
     }
-    standalone(live_conn(&state, sid, owner.as_deref()).await?, &messages).await
+    standalone(&state, state.sessions.live(sid, owner.as_deref()).await?, &messages).await
 }
 
 /// The legacy stream from its first undelivered event (no priming event:
 /// a legacy client parses every message), the `endpoint` event first.
-async fn standalone(conn: Arc<Conn>, messages: &str) -> Result<Response, ApiError> {
-    let (sub, stream, attach) = open_standalone(&conn, false).await?;
-    let preface = endpoint_event(messages, &conn);
-    Ok(SseBody::new(conn, sub, stream, attach, Framing::Legacy, Some(preface)).into_response())
+async fn standalone(state: &AppState, sess: Arc<SessionState>, messages: &str) -> Result<Response, ApiError> {
+    let (sub, stream, attach) = state.sessions.open_standalone(&sess, false).await?;
+    let preface = endpoint_event(messages, &sess);
+    Ok(SseBody::new(sess, sub, stream, attach, Framing::Legacy, Some(preface)).into_response())
 }
 
 /// Where this GET's client posts its messages: the request's own path (as
@@ -90,8 +90,8 @@ fn messages_path(req: &Request) -> String {
 }
 
 /// The `endpoint` event: the URL to POST messages to.
-fn endpoint_event(messages: &str, conn: &Conn) -> Bytes {
-    Bytes::from(format!("event: endpoint\ndata: {messages}?sessionId={}\n\n", conn.session.id()))
+fn endpoint_event(messages: &str, sess: &SessionState) -> Bytes {
+    Bytes::from(format!("event: endpoint\ndata: {messages}?sessionId={}\n\n", sess.session.id()))
 }
 
 /// `POST P/messages?sessionId=<id>`: 202 for every message; responses and
@@ -116,7 +116,7 @@ async fn messages_inner(
             "POST messages?sessionId=<id>, the id the endpoint event named",
         )
     })?;
-    let conn = live_conn(&state, sid, owner.as_deref()).await?;
+    let sess = state.sessions.live(sid, owner.as_deref()).await?;
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
@@ -127,34 +127,34 @@ async fn messages_inner(
                 .into_response())
         }
     };
-    conn.hub.touch(&conn.session);
-    let stream = conn.session.standalone().clone();
+    sess.hub.touch(&sess.session);
+    let stream = sess.session.standalone().clone();
     match msg {
         Incoming::Request { id, method, params } if method == "initialize" => {
-            let outcome = if conn.legacy_initialized.swap(true, Ordering::AcqRel) {
+            let outcome = if sess.legacy_initialized.swap(true, Ordering::AcqRel) {
                 Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized"))
             } else {
                 let version = negotiate(
                     params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""),
                     LEGACY_VERSION,
                 );
-                conn.set_protocol_version(version);
-                conn.set_initialize_params(params);
+                sess.set_protocol_version(version);
+                sess.set_initialize_params(params);
                 Ok(dispatch::initialize_result(&state, version))
             };
-            conn.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
+            sess.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
                 .await
                 .map_err(|_| ApiError::unknown_session())?;
         }
         Incoming::Request { id, method, params } => {
-            dispatch::start_request(&state, &conn, RequestStream::Shared(&stream), id, method, params, None)
+            dispatch::start_request(&state, &sess, RequestStream::Shared(&stream), id, method, params, None)
                 .await;
         }
         Incoming::Notification { method, params } => {
-            dispatch::handle_notification(&state, &conn, &method, &params)
+            dispatch::handle_notification(&state, &sess, &method, &params)
         }
         Incoming::Response { id, outcome } => {
-            conn.deliver_response(&id, outcome);
+            sess.deliver_response(&id, outcome);
         }
     }
     Ok((StatusCode::ACCEPTED, "Accepted").into_response())

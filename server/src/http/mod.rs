@@ -8,11 +8,10 @@
 //! | `P/ws` (WebSocket) | `socket.rs` |
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
 //!
-//! In cluster mode (`docs/SPEC.md` §8) `cluster.rs` answers the resumes,
-//! the standalone stream and migrations from the store; the legacy routes
-//! are not served there yet (§8.9).
+//! Where sessions live (this process or a cluster's store) is the
+//! backend's (`backend/`); the legacy routes are not served in a cluster
+//! yet (§8.9).
 
-mod cluster;
 mod endpoint;
 mod error;
 mod guard;
@@ -22,8 +21,8 @@ mod socket;
 mod sse;
 mod upgrade;
 
+use crate::app::AppState;
 use crate::operator::count::Counted;
-use crate::state::AppState;
 use axum::middleware::from_fn_with_state;
 use axum::routing::{any, MethodRouter};
 use axum::Router;
@@ -49,7 +48,7 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
         .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
         .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
         .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
-    if state.config.legacy_sse && state.cluster.is_none() {
+    if state.config.legacy_sse && state.sessions.backend.serves_legacy() {
         router = router
             .route(&format!("{base}/sse"), guarded(Route::LegacySse, any(legacy::sse)))
             .route(&format!("{base}/messages"), guarded(Route::LegacyMessages, any(legacy::messages)));

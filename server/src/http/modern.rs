@@ -6,8 +6,8 @@
 //! response cancels the request.
 
 use super::guard::Accepts;
+use crate::app::AppState;
 use crate::modern::{self, Running};
-use crate::state::AppState;
 use crate::vocab::config::MODERN_VERSIONS;
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::PROTOCOL_VERSION;

@@ -7,9 +7,10 @@
 //! what waits to be written by `max_socket_write_buffer`, and the pongs a
 //! ping flood would queue by `max_socket_pings_per_sec` (over it: 1008).
 
-use super::sse::Feed;
+use crate::app::AppState;
+use crate::backend::Feed;
 use crate::dispatch::{handle_notification, start_request, RequestStream};
-use crate::state::{AppState, Conn, Lane};
+use crate::session::{Lane, SessionState};
 use crate::vocab::bucket::TokenBucket;
 use crate::vocab::error::ApiError;
 use crate::vocab::identity::Caller;
@@ -74,20 +75,9 @@ pub(crate) async fn socket(
         Ok(u) => u,
         Err(rej) => return ApiError::malformed(format!("not a WebSocket handshake: {rej}")).into_response(),
     };
-    let (conn, sub) = if state.cluster.is_some() {
-        match super::cluster::redeem(&state, ticket, owner.as_deref()).await {
-            Ok(x) => x,
-            Err(e) => return e.into_response(),
-        }
-    } else {
-        let migration = match state.hub.redeem(ticket, None, owner.as_deref()) {
-            Ok(m) => m,
-            Err(e) => return ApiError::from(e).into_response(),
-        };
-        let Some(conn) = state.conn(&migration.session.id().to_string(), owner.as_deref()) else {
-            return ApiError::unknown_session().into_response();
-        };
-        (conn, Feed::live(migration.into_subscription()))
+    let (sess, sub) = match state.sessions.redeem(ticket, owner.as_deref()).await {
+        Ok(x) => x,
+        Err(e) => return e.into_response(),
     };
     let shutdown = state.shutdown.clone();
     let (max, write_max) = (state.config.max_body_bytes, state.config.max_socket_write_buffer);
@@ -100,10 +90,10 @@ pub(crate) async fn socket(
     let mut r = upgrade.on_upgrade(move |ws| async move {
         // Attach: the session is migrated, its SSE streams end, a previous
         // socket is replaced.
-        conn.session.set_migrated();
-        conn.end_all_sse_streams();
-        let attach = conn.attach(Lane::Socket, false).expect("non-exclusive attach");
-        run_socket(state, conn, ws, sub, attach, shutdown).await;
+        sess.session.set_migrated();
+        sess.end_all_sse_streams();
+        let attach = sess.attach(Lane::Socket, false).expect("non-exclusive attach");
+        run_socket(state, sess, ws, sub, attach, shutdown).await;
     });
     r.extensions_mut().insert(replayed);
     r
@@ -124,8 +114,8 @@ fn fell_behind(lag: gapless::Lagged) -> Message {
     close_frame(close::FELL_BEHIND, reason)
 }
 
-fn encode(conn: &Conn, e: &Event) -> Message {
-    let (id, payload) = conn.wire(e.view());
+fn encode(sess: &SessionState, e: &Event) -> Message {
+    let (id, payload) = sess.wire(e.view());
     let text = if payload.is_empty() {
         format!("{{\"id\":\"{id}\",\"message\":null}}")
     } else {
@@ -137,17 +127,17 @@ fn encode(conn: &Conn, e: &Event) -> Message {
 
 async fn run_socket(
     state: Arc<AppState>,
-    conn: Arc<Conn>,
+    sess: Arc<SessionState>,
     ws: WebSocket,
     mut sub: Feed,
     attach: (u64, tokio_util::sync::CancellationToken),
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let _guard = conn.hub.connect(&conn.session);
-    conn.metrics.sockets_open.inc();
+    let _guard = sess.hub.connect(&sess.session);
+    sess.metrics.sockets_open.inc();
     let (mut tx, mut rx) = ws.split();
     let (gen, ended) = attach;
-    let mut control = ControlBudget::new(conn.config.max_socket_pings_per_sec);
+    let mut control = ControlBudget::new(sess.config.max_socket_pings_per_sec);
     let closing: Option<Message> = loop {
         tokio::select! {
             item = sub.recv() => match item {
@@ -171,12 +161,12 @@ async fn run_socket(
                     // Cluster mode: the store records the batch delivered
                     // before it is sent (`docs/SPEC.md` §8.3), each stream's
                     // last event of it.
-                    if !mark_ahead(&conn, &batch).await {
+                    if !mark_ahead(&sess, &batch).await {
                         break Some(close_frame(close::SESSION_ENDED, "the session store is unavailable".into()));
                     }
                     let mut ok = true;
                     for e in &batch {
-                        if tx.feed(encode(&conn, e)).await.is_err() {
+                        if tx.feed(encode(&sess, e)).await.is_err() {
                             ok = false;
                             break;
                         }
@@ -184,7 +174,7 @@ async fn run_socket(
                     if !ok || tx.flush().await.is_err() {
                         break None; // the peer is gone; nothing counts as delivered
                     }
-                    let reader = conn.session.reader();
+                    let reader = sess.session.reader();
                     for e in &batch {
                         reader.mark_delivered(e);
                     }
@@ -199,7 +189,7 @@ async fn run_socket(
             },
             frame = rx.next() => match frame {
                 Some(Ok(Message::Text(t))) => {
-                    if let Err(reason) = handle_frame(&state, &conn, t.as_bytes()).await {
+                    if let Err(reason) = handle_frame(&state, &sess, t.as_bytes()).await {
                         break Some(close_frame(close::BAD_FRAME, reason));
                     }
                 }
@@ -225,7 +215,7 @@ async fn run_socket(
             }),
         }
     };
-    conn.metrics.socket_closed(match &closing {
+    sess.metrics.socket_closed(match &closing {
         Some(Message::Close(Some(f))) => Some(f.code),
         _ => None,
     });
@@ -245,25 +235,27 @@ async fn run_socket(
         }
     })
     .await;
-    conn.metrics.sockets_open.dec();
-    conn.detach(Lane::Socket, gen);
+    sess.metrics.sockets_open.dec();
+    sess.detach(Lane::Socket, gen);
 }
 
-/// Records a batch delivered in the store first (cluster mode); `false`
-/// when the store could not.
-async fn mark_ahead(conn: &Conn, batch: &[Event]) -> bool {
+/// Records a batch delivered in the store first (cluster mode), each
+/// stream's last event of it; `false` when the store could not.
+async fn mark_ahead(sess: &SessionState, batch: &[Event]) -> bool {
     let mut last: Vec<&Event> = Vec::new();
     for e in batch.iter().rev() {
         if !last.iter().any(|l| l.stream == e.stream) {
             last.push(e);
         }
     }
-    let marks: Vec<_> = last.into_iter().filter_map(|e| conn.mark_ahead(e)).collect();
-    futures_util::future::join_all(marks).await.iter().all(Result::is_ok)
+    match sess.store.mark_write(&sess.session, &last) {
+        Some(mark) => mark.await.is_ok(),
+        None => true,
+    }
 }
 
 /// A client → server frame: `{"message": <JSON-RPC>}` or `{"ack": "<id>"}`.
-async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result<(), String> {
+async fn handle_frame(state: &AppState, sess: &Arc<SessionState>, text: &[u8]) -> Result<(), String> {
     let v: Value = serde_json::from_slice(text).map_err(|_| "frame is not JSON".to_owned())?;
     let Value::Object(mut m) = v else { return Err("frame must be a JSON object".into()) };
     if m.len() != 1 {
@@ -271,7 +263,7 @@ async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result
     }
     if let Some(ack) = m.remove("ack") {
         return match ack.as_str().map(gapless::EventId::parse) {
-            Some(Ok(id)) if id.ns == conn.session.namespace() => Ok(()),
+            Some(Ok(id)) if id.ns == sess.session.namespace() => Ok(()),
             _ => Err("\"ack\" must be an event id of this session".into()),
         };
     }
@@ -280,12 +272,12 @@ async fn handle_frame(state: &AppState, conn: &Arc<Conn>, text: &[u8]) -> Result
         .map_err(|e| format!("invalid JSON-RPC: {}", e.message).chars().take(100).collect::<String>())?
     {
         Incoming::Request { id, method, params } => {
-            let stream = conn.open_stream().await.map_err(|e| e.to_string())?;
-            start_request(state, conn, RequestStream::Own(&stream), id, method, params, None).await;
+            let stream = sess.open_stream().await.map_err(|e| e.to_string())?;
+            start_request(state, sess, RequestStream::Own(&stream), id, method, params, None).await;
         }
-        Incoming::Notification { method, params } => handle_notification(state, conn, &method, &params),
+        Incoming::Notification { method, params } => handle_notification(state, sess, &method, &params),
         Incoming::Response { id, outcome } => {
-            conn.deliver_response(&id, outcome);
+            sess.deliver_response(&id, outcome);
         }
     }
     Ok(())

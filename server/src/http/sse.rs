@@ -7,18 +7,19 @@
 //! A connection that dies before that never marks its last chunk, so a
 //! cursor the client could not hold is never accepted as delivered.
 
-use crate::state::{Conn, Lane};
+use crate::backend::{Feed, StoreError};
+use crate::session::{Claim, Lane, SessionState};
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 use gapless::ring::{EventRef, NextBatch};
 use gapless::session::ConnectionGuard;
-use gapless::{Event, Next, StreamId, Subscription};
+use gapless::{Event, StreamId};
 use std::convert::Infallible;
 use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 /// Most payload bytes batched into one chunk (one write): a chunk holds
 /// events up to this many payload bytes with their framing (an id and
@@ -47,12 +48,12 @@ const FRAME_MAX: usize = 15 + 4 + gapless::wire::ENCODED_MAX + 7 + 2;
 pub(crate) fn encode(
     out: &mut BytesMut,
     ids: &mut IdPrefix,
-    conn: &Conn,
+    sess: &SessionState,
     e: EventRef<'_>,
     retry_ms: u128,
     framing: Framing,
 ) {
-    let (id, payload) = conn.wire(e);
+    let (id, payload) = sess.wire(e);
     if framing == Framing::Legacy {
         if payload.is_empty() {
             return;
@@ -109,72 +110,12 @@ impl IdPrefix {
     }
 }
 
-/// What an SSE body sends: events read from the store first (a cluster
-/// resume's replay), then the live subscription on the session's ring
-/// (`None`: nothing live follows, the stream is over).
-pub(crate) struct Feed {
-    backlog: std::collections::VecDeque<Event>,
-    live: Option<Subscription>,
-    /// Dropped with the body (ends what the connection holds, e.g. the
-    /// standalone stream's claim in a cluster).
-    _guard: Option<tokio_util::sync::DropGuard>,
-}
-
-impl Feed {
-    /// Only the ring's subscription.
-    pub(crate) fn live(sub: Subscription) -> Self {
-        Feed { backlog: Default::default(), live: Some(sub), _guard: None }
-    }
-
-    /// Events it replays before going live: the store's backlog and what
-    /// is left of the subscription's pinned gap.
-    pub(crate) fn replay_len(&self) -> usize {
-        self.backlog.len() + self.live.as_ref().map_or(0, Subscription::replay_pending)
-    }
-
-    /// The same feed, holding `guard` until the body drops.
-    pub(crate) fn guarded(mut self, guard: tokio_util::sync::DropGuard) -> Self {
-        self._guard = Some(guard);
-        self
-    }
-
-    /// `backlog` first, then `live`.
-    pub(crate) fn replay(backlog: Vec<Event>, live: Option<Subscription>) -> Self {
-        Feed { backlog: backlog.into(), live, _guard: None }
-    }
-
-    /// The next event (`None` at the end).
-    pub(crate) async fn recv(&mut self) -> Option<Result<Event, gapless::Lagged>> {
-        std::future::poll_fn(|cx| self.poll_recv(cx)).await
-    }
-
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Event, gapless::Lagged>>> {
-        if let Some(e) = self.backlog.pop_front() {
-            return Poll::Ready(Some(Ok(e)));
-        }
-        match &mut self.live {
-            Some(sub) => sub.poll_recv(cx),
-            None => Poll::Ready(None),
-        }
-    }
-
-    pub(crate) fn try_recv(&mut self) -> Result<Next, gapless::Lagged> {
-        if let Some(e) = self.backlog.pop_front() {
-            return Ok(Next::Event(e));
-        }
-        match &mut self.live {
-            Some(sub) => sub.try_recv(),
-            None => Ok(Next::End),
-        }
-    }
-}
-
 /// A chunk waiting for the store to record its delivery, with its last event.
-type Held = (Bytes, Event, futures_util::future::BoxFuture<'static, Result<bool, gapless_redis::StoreError>>);
+type Held = (Bytes, Event, futures_util::future::BoxFuture<'static, Result<(), StoreError>>);
 
 /// The body of one SSE response.
 pub(crate) struct SseBody {
-    conn: Arc<Conn>,
+    sess: Arc<SessionState>,
     sub: Feed,
     /// Cluster mode: the chunk built, waiting for its delivery to be
     /// recorded in the store before it is sent.
@@ -202,28 +143,28 @@ pub(crate) struct SseBody {
 
 impl SseBody {
     pub(crate) fn new(
-        conn: Arc<Conn>,
+        sess: Arc<SessionState>,
         sub: Feed,
         stream: StreamId,
-        attach: (u64, CancellationToken),
+        attach: Claim,
         framing: Framing,
         preface: Option<Bytes>,
     ) -> Self {
-        let guard = conn.hub.connect(&conn.session);
-        conn.metrics.sse_open.inc();
-        let period = conn.config.keepalive;
+        let guard = sess.hub.connect(&sess.session);
+        sess.metrics.sse_open.inc();
+        let period = sess.config.keepalive;
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let span = tracing::info_span!(
             "stream",
-            session = %crate::vocab::secret::SessionTag::of_id(&conn.session.id()),
+            session = %crate::vocab::secret::SessionTag::of_id(&sess.session.id()),
             stream = stream.0,
             framing = ?framing,
         );
         span.in_scope(|| tracing::debug!("stream opened"));
         SseBody {
-            retry_ms: conn.config.sse_retry.as_millis(),
-            conn,
+            retry_ms: sess.config.sse_retry.as_millis(),
+            sess,
             sub,
             held: None,
             undelivered: None,
@@ -249,7 +190,7 @@ impl Stream for SseBody {
         let _span = this.span.clone().entered();
         // Polled again: the previous chunk was accepted for writing.
         if let Some(e) = this.undelivered.take() {
-            this.conn.session.reader().mark_delivered(&e);
+            this.sess.session.reader().mark_delivered(&e);
         }
         // A chunk whose delivery the store recorded is sent even if the
         // connection is being ended: the store counts it delivered.
@@ -268,7 +209,7 @@ impl Stream for SseBody {
                 // would not know of; the client's resume is answered by the
                 // store (503 while it is down).
                 Poll::Ready(Err(e)) => {
-                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&this.conn.session.id()), error = %e, "delivery not recorded; ending the stream");
+                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&this.sess.session.id()), error = %e, "delivery not recorded; ending the stream");
                     Poll::Ready(None)
                 }
             };
@@ -283,15 +224,15 @@ impl Stream for SseBody {
         let mut last: Option<Event> = None;
         // The store's backlog (a cluster resume's replay) first, one by one.
         while out.len() < BATCH_BYTES {
-            let Some(e) = this.sub.backlog.pop_front() else { break };
-            encode(&mut out, &mut this.ids, &this.conn, e.view(), this.retry_ms, this.framing);
+            let Some(e) = this.sub.pop_backlog() else { break };
+            encode(&mut out, &mut this.ids, &this.sess, e.view(), this.retry_ms, this.framing);
             last = Some(e);
         }
         // Then the ring: batches borrowed from its chunks, encoded without a
         // reference count per event, each cut where the write's payload
         // bytes run out.
         while out.len() < BATCH_BYTES {
-            let Some(sub) = this.sub.live.as_mut() else {
+            let Some(sub) = this.sub.live_mut() else {
                 if last.is_none() {
                     return Poll::Ready(None);
                 }
@@ -326,14 +267,14 @@ impl Stream for SseBody {
                         if out.is_empty() { need } else { need.max((BATCH_BYTES - out.len()).min(4 * need)) };
                     out.reserve(room);
                     for e in batch.iter() {
-                        encode(&mut out, &mut this.ids, &this.conn, e, this.retry_ms, this.framing);
+                        encode(&mut out, &mut this.ids, &this.sess, e, this.retry_ms, this.framing);
                     }
                     last = Some(batch.last().to_event());
                 }
                 // Fell behind eviction: end the stream; the client's resume
                 // gets the explicit 409 with the numbers.
                 Poll::Ready(Some(Err(lag))) if last.is_none() => {
-                    tracing::info!(session = %crate::vocab::secret::SessionTag::of_id(&this.conn.session.id()), ?lag, "SSE reader fell behind eviction");
+                    tracing::info!(session = %crate::vocab::secret::SessionTag::of_id(&this.sess.session.id()), ?lag, "SSE reader fell behind eviction");
                     return Poll::Ready(None);
                 }
                 Poll::Ready(None) if last.is_none() => return Poll::Ready(None),
@@ -353,7 +294,7 @@ impl Stream for SseBody {
         }
         let last = last.expect("a chunk holds an event");
         let chunk = out.freeze();
-        if let Some(mark) = this.conn.mark_ahead(&last) {
+        if let Some(mark) = this.sess.store.mark_write(&this.sess.session, &[&last]) {
             this.held = Some((chunk, last, mark));
             // Poll the mark now: it registers the waker.
             return self.poll_next(cx);
@@ -378,8 +319,8 @@ impl SseBody {
 impl Drop for SseBody {
     fn drop(&mut self) {
         self.span.in_scope(|| tracing::debug!(finished = self.finished, "stream closed"));
-        self.conn.metrics.sse_open.dec();
-        self.conn.detach(Lane::Stream(self.stream), self.gen);
+        self.sess.metrics.sse_open.dec();
+        self.sess.detach(Lane::Stream(self.stream), self.gen);
     }
 }
 

@@ -5,11 +5,10 @@
 //! are never used as a cursor.
 
 use super::guard::{caller, read_body};
-use crate::state::AppState;
+use crate::app::AppState;
 use crate::vocab::error::ApiError;
 use axum::extract::{OriginalUri, Path, Request, State};
 use axum::response::{IntoResponse, Response};
-use gapless::session::MigrateError;
 use gapless::ResumeRequest;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -29,31 +28,12 @@ async fn upgrade_inner(state: Arc<AppState>, id: String, req: Request) -> Result
     let body = read_body(&state, req.into_body()).await?;
     let cursor = parse_upgrade_body(&body)?;
     let req = ResumeRequest { session_id: Some(&id), cursor: cursor.as_deref(), owner: owner.as_deref() };
-    if state.cluster.is_some() {
-        let (ticket, replay_from, replay_count) = super::cluster::upgrade(&state, req).await?;
-        return Ok(axum::Json(json!({
-            "ticket": ticket,
-            "websocket": format!("{ws_path}?ticket={ticket}"),
-            "replay_from": replay_from,
-            "replay_count": replay_count,
-        }))
-        .into_response());
-    }
-    let issued = state.hub.migrate(req).map_err(|e| match e {
-        MigrateError::Refused(r) => ApiError::from(r),
-        MigrateError::Ticket(t) => ApiError::from(t),
-    })?;
-    // Issuing a ticket ends the session's SSE streams: from now on events
-    // wait in the ring for the socket.
-    if let Some(conn) = state.conn(&issued.session.id().to_string(), owner.as_deref()) {
-        conn.end_all_sse_streams();
-    }
-    let ticket = issued.ticket.to_string();
+    let t = state.sessions.upgrade(req).await?;
     Ok(axum::Json(json!({
-        "ticket": ticket,
-        "websocket": format!("{ws_path}?ticket={ticket}"),
-        "replay_from": issued.replay_from.map(|e| e.to_string()),
-        "replay_count": issued.replay_count,
+        "ticket": t.ticket,
+        "websocket": format!("{ws_path}?ticket={}", t.ticket),
+        "replay_from": t.replay_from,
+        "replay_count": t.replay_count,
     }))
     .into_response())
 }

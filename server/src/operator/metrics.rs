@@ -7,7 +7,8 @@
 //! access check.
 
 use super::access::ObserveAccess;
-use crate::state::AppState;
+use crate::app::AppState;
+use crate::backend::StoreFigures;
 use crate::telemetry::{Metrics, Outcome, Target, TARGETS};
 use crate::vocab::secret::SessionTag;
 use axum::extract::{ConnectInfo, Request, State};
@@ -151,10 +152,10 @@ impl Figures {
         metrics.departed.published.add_to(&mut f.events, &mut f.bytes);
         f.evicted = metrics.departed.evicted.load(Ordering::Relaxed);
         f.evicted_bytes = metrics.departed.evicted_bytes.load(Ordering::Relaxed);
-        f.tickets_expired = state.hub.tickets_expired();
-        let ring = state.hub.config().ring;
-        let conns: Vec<_> = crate::vocab::sync::lock(&state.conns).values().cloned().collect();
-        for c in &conns {
+        f.tickets_expired = state.sessions.hub.tickets_expired();
+        let ring = state.sessions.hub.config().ring;
+        let states = state.sessions.all();
+        for c in &states {
             c.published.add_to(&mut f.events, &mut f.bytes);
             let (events, bytes) = c.evicted();
             f.evicted += events;
@@ -203,12 +204,12 @@ impl Collector for View {
                 lag.observe(l as f64);
             }
         }
-        let conns = &f.sessions;
+        let states = &f.sessions;
         encode(
             &mut encoder,
             "sessions_live",
             "Sessions this node holds",
-            &ConstGauge::new(conns.len() as i64),
+            &ConstGauge::new(states.len() as i64),
         )?;
         encode(
             &mut encoder,
@@ -271,18 +272,15 @@ impl Collector for View {
             "Each open stream: seqs from its first undelivered event to its newest (an upper bound on its undelivered events)",
             &lag,
         )?;
-        if let Some(c) = &state.cluster {
-            store_figures(&mut encoder, &c.store.figures())?;
+        if let Some(figures) = state.sessions.backend.store_figures() {
+            store_figures(&mut encoder, &figures)?;
         }
         Ok(())
     }
 }
 
 /// The Redis store's figures, in cluster mode (`docs/SPEC.md` §9.1).
-fn store_figures(
-    encoder: &mut DescriptorEncoder,
-    f: &gapless_redis::StoreFigures,
-) -> Result<(), std::fmt::Error> {
+fn store_figures(encoder: &mut DescriptorEncoder, f: &StoreFigures) -> Result<(), std::fmt::Error> {
     let requests = Family::<Outcome, Counter>::default();
     for (outcome, n) in
         [("ok", f.requests_ok), ("unavailable", f.requests_unavailable), ("failed", f.requests_failed)]

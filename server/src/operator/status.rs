@@ -5,7 +5,7 @@
 
 use super::access::ObserveAccess;
 use super::metrics::Figures;
-use crate::state::AppState;
+use crate::app::AppState;
 use crate::telemetry::Metrics;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};

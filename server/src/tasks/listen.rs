@@ -2,8 +2,8 @@
 //! (`docs/SPEC.md` §5.5): the tasks a stream watches, polled, each sent as
 //! it is and at every change, to its terminal status.
 
-use super::store::{Lookup, Status};
 use super::{now_ms, visible, wire, Tasks};
+use crate::backend::tasks::{Lookup, Status};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;

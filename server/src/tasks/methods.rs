@@ -2,8 +2,8 @@
 //! `tasks/update`, `tasks/cancel`, each checked in the order of the
 //! section's table.
 
-use super::store::{Lookup, Record, Status};
 use super::{declares, not_found, now_ms, required, unavailable, visible, wire, Tasks};
+use crate::backend::tasks::{Lookup, Record, Status};
 use crate::vocab::jsonrpc::RpcError;
 use serde_json::{json, Map, Value};
 

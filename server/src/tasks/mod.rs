@@ -22,19 +22,17 @@
 
 mod listen;
 mod methods;
-pub(crate) mod redis;
-pub(crate) mod store;
 mod wire;
 
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
+use crate::backend::tasks::{CreateError, Lookup, Record, Status, StoreError, TaskStore};
 use crate::vocab::jsonrpc::{code, RpcError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use store::{CreateError, Lookup, Record, Status, TaskStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -203,7 +201,7 @@ fn not_found(id: &str, l: &Lookup) -> RpcError {
     }
 }
 
-fn unavailable(e: store::StoreError) -> RpcError {
+fn unavailable(e: StoreError) -> RpcError {
     RpcError::new(code::INTERNAL_ERROR, format!("the task store is unavailable: {}", e.0))
 }
 
@@ -387,7 +385,7 @@ impl Tasks {
     /// Records the work's outcome, unless the task reached a terminal
     /// status already (cancelled). A result larger than
     /// `max_task_result_bytes` fails the task instead.
-    async fn finish(&self, id: &str, outcome: Result<Value, RpcError>) -> Result<Lookup, store::StoreError> {
+    async fn finish(&self, id: &str, outcome: Result<Value, RpcError>) -> Result<Lookup, StoreError> {
         let max = self.limits.max_result_bytes;
         let outcome = match outcome {
             Ok(v) if v.to_string().len() > max => Err(RpcError::new(
@@ -416,7 +414,7 @@ impl Tasks {
 
     /// Counts the terminal status a change of this node just recorded
     /// (`after` is the record as that change left it).
-    fn count_end(&self, after: &Result<Lookup, store::StoreError>) {
+    fn count_end(&self, after: &Result<Lookup, StoreError>) {
         if let Ok(Lookup::Found(a)) = after {
             self.metrics.task_ended(a.status.as_str());
         }

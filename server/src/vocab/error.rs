@@ -9,6 +9,7 @@
 //! [`SendError`] and [`ClientRequestError`]: why a message to the client,
 //! or a request to it, went nowhere.
 
+use gapless::ring::SnapshotError;
 use gapless::session::TicketError;
 use gapless::{ErrorKind, Refusal, SessionError, SessionPublishError};
 use http::StatusCode;
@@ -120,6 +121,21 @@ impl ApiError {
                 Self::new(ErrorKind::StoreUnavailable, format!("the event could not be stored: {r}"))
                     .retry_after(1)
             }
+        }
+    }
+    /// The refusal of a stream whose events were (partly) evicted before
+    /// any connection was open to read them: the standalone stream's
+    /// undelivered backlog, or a request stream's first events.
+    pub(crate) fn unread_gap(e: SnapshotError) -> Self {
+        match e {
+            SnapshotError::Evicted { wanted, oldest, missing } => Self::new(
+                ErrorKind::GapNotCovered,
+                format!("{missing} event(s) of the stream from seq {wanted} were evicted before any connection was open"),
+            )
+            .with("cursor", Value::Null)
+            .with("oldest", json!(oldest.get()))
+            .with("missing", json!(missing.count())),
+            _ => Self::unknown_session(),
         }
     }
     pub(crate) fn payload_too_large(limit: usize) -> Self {
@@ -238,3 +254,32 @@ impl fmt::Display for ClientRequestError {
 }
 
 impl std::error::Error for ClientRequestError {}
+
+#[cfg(test)]
+mod tests {
+    use super::ApiError;
+    use gapless::ring::SnapshotError;
+    use gapless::{Missing, Seq, StreamId};
+    use serde_json::json;
+
+    /// A standalone backlog evicted before any GET was open is refused with
+    /// the gap's numbers (no cursor: the client named none).
+    #[test]
+    fn an_evicted_standalone_backlog_is_gap_not_covered() {
+        let e = ApiError::unread_gap(SnapshotError::Evicted {
+            wanted: Seq(3),
+            oldest: Seq(10),
+            missing: Missing::AtLeast(2),
+        });
+        assert_eq!(e.status().as_u16(), 409);
+        let b = e.body();
+        assert_eq!(
+            (&b["error"], &b["cursor"], &b["oldest"], &b["missing"]),
+            (&json!("gap_not_covered"), &json!(null), &json!(10), &json!(2))
+        );
+        // The standalone stream's record is never reclaimed while its
+        // session lives: not finding it means the session is gone.
+        let e = ApiError::unread_gap(SnapshotError::UnknownStream { stream: StreamId(1) });
+        assert_eq!((e.status().as_u16(), &e.body()["error"]), (404, &json!("unknown_session")));
+    }
+}

@@ -9,7 +9,7 @@
 //! completed), with the same compare-and-set, so it never stays `working`
 //! for ever, and never vanishes while its TTL runs.
 
-use super::store::{Change, CreateError, Lookup, Record, Status, StoreError, TaskStore, EXPIRED_MEMORY};
+use super::{Change, CreateError, Lookup, Record, Status, StoreError, TaskStore, EXPIRED_MEMORY};
 use crate::vocab::jsonrpc::code;
 use futures_util::future::BoxFuture;
 use gapless_redis::{NewTask, RedisStore, TaskBounds, TaskCreated};

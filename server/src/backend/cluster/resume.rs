@@ -1,17 +1,19 @@
-//! Resumes and the standalone stream in cluster mode (`docs/SPEC.md` §8):
+//! Resumes, the standalone stream and migrations in cluster mode
+//! (`docs/SPEC.md` §8):
 //! the store decides and replays the gap; the node's replica carries on
 //! live from the store's head at the decision.
 
-use super::endpoint::{live_conn, unread_gap, Attached};
-use super::sse::Feed;
-use crate::state::{AppState, Conn, Lane};
+use super::replica::wrap;
+use super::{BusMessage, Cluster};
+use crate::backend::{Attached, Feed, Table, Ticketed};
 use crate::vocab::error::ApiError;
 use gapless::ring::SnapshotError;
 use gapless::session::{Refusal, ResumeRequest, Target};
-use gapless::{Event, StreamId, Subscription};
+use gapless::{Event, EventId, Seq, SessionId, StreamId, Subscription};
 use gapless_redis::{ReplayError, ReplayPlan};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Events of a replay read from the store per call.
 const REPLAY_PAGE: usize = 1000;
@@ -26,9 +28,13 @@ pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(10);
 /// moved meanwhile, decide again.
 /// `seen` is the replica's head read before the decision: above the store's
 /// head then, the replica holds events the store lost (a failover).
-async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result<Feed, Option<ApiError>> {
-    let c = conn.cluster.as_ref().expect("cluster mode");
-    let id = conn.session.id();
+async fn feed<A: Attached>(
+    c: &Cluster,
+    state: &A,
+    plan: &ReplayPlan,
+    seen: Seq,
+) -> Result<Feed, Option<ApiError>> {
+    let id = state.session().id();
     let events = match c.store.replay(&id, plan, REPLAY_PAGE).await {
         Ok(events) => events,
         Err(ReplayError::Moved) => return Err(None),
@@ -39,11 +45,10 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result
         // never serve live events from it; follow the store afresh.
         // (Its transport state goes with it; the caller decides again on a
         // new replica.)
-        conn.hub.remove(&id);
-        conn.close();
+        state.drop_replica();
         return Err(None);
     }
-    if !conn.caught_up(plan.to).await {
+    if !caught_up(c, &id, plan.to).await {
         return Err(Some(
             ApiError::new(
                 gapless::ErrorKind::StoreUnavailable,
@@ -67,8 +72,8 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result
         }
     }
     let live = match plan.stream {
-        Some(stream) => conn.session.subscribe_stream(stream, plan.to),
-        None => Subscription::after(conn.session.reader(), plan.to),
+        Some(stream) => state.session().subscribe_stream(stream, plan.to),
+        None => Subscription::after(state.session().reader(), plan.to),
     };
     let live: Option<Subscription> = match live {
         Ok(sub) => Some(sub),
@@ -83,34 +88,38 @@ async fn feed(conn: &Arc<Conn>, plan: &ReplayPlan, seen: gapless::Seq) -> Result
             seq: e.seq,
             stream: e.stream,
             index_in_stream: e.index_in_stream,
-            payload: crate::cluster::wrap(e.check, e.index_in_stream, &e.payload),
+            payload: wrap(e.check, e.index_in_stream, &e.payload),
         })
         .collect();
     Ok(Feed::replay(backlog, live))
 }
 
+/// Waits (bounded) until this node's replica of `id` has applied the
+/// store's log up to `seq`.
+async fn caught_up(c: &Cluster, id: &SessionId, seq: Seq) -> bool {
+    let Some(mut applied) = c.applied(id) else { return false };
+    let caught_up = tokio::time::timeout(Duration::from_secs(5), applied.wait_for(|a| *a >= seq.0)).await;
+    matches!(caught_up, Ok(Ok(_)))
+}
+
 /// An SSE resume in cluster mode: the decision table on the store's facts,
 /// with the same refusals as in-process, plus `history_rewritten` and
 /// `store_unavailable` (§8.4, §8.5).
-pub(super) async fn resume_lane(
-    state: &Arc<AppState>,
+pub(crate) async fn resume_stream<T: Table>(
+    c: &Cluster,
+    table: &T,
     req: ResumeRequest<'_>,
-) -> Result<(Arc<Conn>, Feed, StreamId, Attached), ApiError> {
+) -> Result<(Arc<T::State>, Feed, StreamId), ApiError> {
     let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
     for _ in 0..4 {
         // The replica first: its ring then holds every event after the head
         // the store decides at.
-        let conn = live_conn(state, sid, req.owner).await?;
-        let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
+        let state = table.live(sid, req.owner).await?;
         // The replica's head tells the store what it may have lost.
-        let seen = conn.session.reader().head();
+        let seen = state.session().reader().head();
         let d = c.store.resume_seen(req, Target::Stream, seen).await?;
-        match feed(&conn, &d.replay, seen).await {
-            Ok(feed) => {
-                let stream = d.stream.expect("stream resume");
-                let attach = conn.attach(Lane::Stream(stream), false).expect("non-exclusive attach");
-                return Ok((conn, feed, stream, attach));
-            }
+        match feed(c, &*state, &d.replay, seen).await {
+            Ok(feed) => return Ok((state, feed, d.stream.expect("stream resume"))),
             Err(Some(e)) => return Err(e),
             Err(None) => continue,
         }
@@ -120,97 +129,107 @@ pub(super) async fn resume_lane(
 
 /// The standalone stream in cluster mode: one connection in the whole
 /// cluster at a time (a lease in the store, renewed while the connection
-/// is open), from its first undelivered event (the store's delivered mark).
-pub(super) async fn open_standalone(
-    conn: &Arc<Conn>,
+/// is open; losing it cancels `ended`), from its first undelivered event
+/// (the store's delivered mark). The caller claimed the stream's lane on
+/// this node (generation `gen`).
+pub(crate) async fn standalone<A: Attached>(
+    c: &Arc<Cluster>,
+    state: &Arc<A>,
     prime: bool,
-) -> Result<(Feed, StreamId, Attached), ApiError> {
-    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
-    let id = conn.session.id();
-    let standalone = conn.session.standalone().clone();
-    let lane = Lane::Stream(standalone.id());
-    let attach = conn.attach(lane, true).ok_or_else(ApiError::stream_busy)?;
-    let holder = format!("{}:{}", c.node, attach.0);
-    let fail = |e: ApiError| {
-        conn.detach(lane, attach.0);
-        e
-    };
+    gen: u64,
+    ended: &CancellationToken,
+) -> Result<Feed, ApiError> {
+    let session = state.session();
+    let id = session.id();
+    let standalone = session.standalone().clone();
+    let holder = format!("{}:{gen}", c.node);
     match c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
         Ok(true) => {}
-        Ok(false) => return Err(fail(ApiError::stream_busy())),
-        Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+        Ok(false) => return Err(ApiError::stream_busy()),
+        Err(e) => return Err(ApiError::store_unavailable(&e)),
     }
     // Renew the claim while the connection is open; drop it after.
-    let stop = tokio_util::sync::CancellationToken::new();
-    {
-        let (c, stop, ended, holder) = (Arc::clone(&c), stop.clone(), attach.1.clone(), holder.clone());
-        tokio::spawn(async move {
-            let mut t = tokio::time::interval(STANDALONE_LEASE / 3);
-            t.tick().await;
-            loop {
-                tokio::select! {
-                    _ = t.tick() => {
-                        if let Ok(false) = c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
-                            ended.cancel(); // another connection holds it now
-                            break;
-                        }
-                    }
-                    _ = stop.cancelled() => break,
-                    _ = ended.cancelled() => break,
-                }
-            }
-            let _ = c.store.drop_lease(&id, "standalone", &holder).await;
-        });
-    }
+    let stop = renew_standalone_lease(c, id, holder, ended.clone());
     let guard = stop.drop_guard();
     for _ in 0..4 {
-        let seen = conn.session.reader().head();
-        let plan = match c.store.backlog(&id, conn.session.owner(), standalone.id()).await {
+        let seen = session.reader().head();
+        let plan = match c.store.backlog(&id, session.owner(), standalone.id()).await {
             Ok(Some(Ok(plan))) => plan,
-            Ok(Some(Err(e))) => return Err(fail(unread_gap(e))),
-            Ok(None) => return Err(fail(ApiError::unknown_session())),
-            Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+            Ok(Some(Err(e))) => return Err(ApiError::unread_gap(e)),
+            Ok(None) => return Err(ApiError::unknown_session()),
+            Err(e) => return Err(ApiError::store_unavailable(&e)),
         };
         let nothing_undelivered = match c.store.marks(&id, standalone.id()).await {
             Ok((high, delivered)) => high <= delivered,
-            Err(e) => return Err(fail(ApiError::store_unavailable(&e))),
+            Err(e) => return Err(ApiError::store_unavailable(&e)),
         };
-        let plan = if prime && nothing_undelivered {
+        if prime && nothing_undelivered {
             // Nothing undelivered: a priming event first (SEP-1699).
-            if let Err(e) = conn.publish_now(&standalone, None).await {
-                return Err(fail(ApiError::send(&e)));
+            if let Err(e) = state.prime(&standalone).await {
+                return Err(ApiError::send(&e));
             }
             continue;
-        } else {
-            plan
-        };
-        match feed(conn, &plan, seen).await {
-            Ok(feed) => return Ok((feed.guarded(guard), standalone.id(), attach)),
-            Err(Some(e)) => return Err(fail(e)),
+        }
+        match feed(c, &**state, &plan, seen).await {
+            Ok(feed) => return Ok(feed.guarded(guard)),
+            Err(Some(e)) => return Err(e),
             Err(None) => continue,
         }
     }
-    Err(fail(ApiError::window_kept_moving()))
+    Err(ApiError::window_kept_moving())
+}
+
+/// Renews the standalone stream's lease of `holder` every third of its
+/// life until the returned token is cancelled (the connection ended) or
+/// another holder took it (then `ended` is cancelled: the connection
+/// ends); drops it after.
+fn renew_standalone_lease(
+    c: &Arc<Cluster>,
+    id: SessionId,
+    holder: String,
+    ended: CancellationToken,
+) -> CancellationToken {
+    let stop = CancellationToken::new();
+    let (c, token) = (Arc::clone(c), stop.clone());
+    tokio::spawn(async move {
+        let mut t = tokio::time::interval(STANDALONE_LEASE / 3);
+        t.tick().await;
+        loop {
+            tokio::select! {
+                _ = t.tick() => {
+                    if let Ok(false) = c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
+                        ended.cancel(); // another connection holds it now
+                        break;
+                    }
+                }
+                _ = token.cancelled() => break,
+                _ = ended.cancelled() => break,
+            }
+        }
+        let _ = c.store.drop_lease(&id, "standalone", &holder).await;
+    });
+    stop
 }
 
 /// `POST P/session/{id}/upgrade` in cluster mode: the migration check on the
 /// store's facts, then a ticket in the store (any node's socket redeems it).
 /// Returns the ticket, the id of the first event to replay and how many.
-pub(super) async fn upgrade(
-    state: &Arc<AppState>,
+pub(crate) async fn upgrade<T: Table>(
+    c: &Cluster,
+    table: &T,
     req: ResumeRequest<'_>,
-) -> Result<(String, Option<String>, u64), ApiError> {
+) -> Result<Ticketed, ApiError> {
     let sid = req.session_id.ok_or(Refusal::ResumeRequiresSession)?;
-    let conn = state.find_conn(sid, req.owner).await?.ok_or_else(ApiError::unknown_session)?;
-    let c = Arc::clone(conn.cluster.as_ref().expect("cluster mode"));
-    let d = c.store.resume_seen(req, Target::Session, conn.session.reader().head()).await?;
-    let id = conn.session.id();
-    let ticket = gapless::SessionId::random().to_string(); // 128 random bits, a ticket's shape
-    let hub = state.hub.config();
+    let state = table.find(sid, req.owner).await?.ok_or_else(ApiError::unknown_session)?;
+    let session = state.session();
+    let d = c.store.resume_seen(req, Target::Session, session.reader().head()).await?;
+    let id = session.id();
+    let ticket = SessionId::random().to_string(); // 128 random bits, a ticket's shape
+    let hub = table.hub().config();
     // The decision granted the cursor, so it parses; the ticket keeps its
     // check for the redeem's comparison (after a failover).
-    let cursor = req.cursor.and_then(|c| gapless::EventId::parse(c).ok());
-    debug_assert_eq!(cursor.map_or(gapless::Seq(0), |c| c.seq), d.after);
+    let cursor = req.cursor.and_then(|c| EventId::parse(c).ok());
+    debug_assert_eq!(cursor.map_or(Seq(0), |c| c.seq), d.after);
     c.store
         .issue_ticket(&id, req.owner, &ticket, cursor.as_ref(), hub.ticket_ttl, hub.max_tickets)
         .await
@@ -218,15 +237,15 @@ pub(super) async fn upgrade(
         .map_err(ApiError::from)?;
     let first = ReplayPlan { to: d.replay.from.min(d.replay.to), ..d.replay };
     let replay_from = match c.store.replay(&id, &first, 1).await {
-        Ok(events) => events.first().map(|e| {
-            gapless::EventId::new(conn.session.namespace(), e.stream, e.seq).with_check(e.check).to_string()
-        }),
+        Ok(events) => events
+            .first()
+            .map(|e| EventId::new(session.namespace(), e.stream, e.seq).with_check(e.check).to_string()),
         Err(_) => None,
     };
     // Issuing a ticket ends the session's SSE streams, on every node.
-    conn.end_all_sse_streams();
-    c.broadcast(&crate::cluster::BusMessage::Migrating { sid: id.to_string() }).await;
-    Ok((ticket, replay_from, d.replay.to.0 - d.replay.after.0))
+    state.end_all_sse_streams();
+    c.broadcast(&BusMessage::Migrating { sid: id.to_string() }).await;
+    Ok(Ticketed { ticket, replay_from, replay_count: d.replay.to.0 - d.replay.after.0 })
 }
 
 /// `GET P/ws?ticket=T` in cluster mode: the ticket redeemed in the store
@@ -235,12 +254,12 @@ pub(super) async fn upgrade(
 /// store pins nothing: a gap trimmed since the ticket was issued is refused
 /// with the numbers), then the store's replay and the replica's live events of
 /// the whole session. The session is migrated on every node.
-pub(super) async fn redeem(
-    state: &Arc<AppState>,
+pub(crate) async fn redeem<T: Table>(
+    c: &Cluster,
+    table: &T,
     ticket: &str,
     owner: Option<&str>,
-) -> Result<(Arc<Conn>, Feed), ApiError> {
-    let c = Arc::clone(state.cluster.as_ref().expect("cluster mode"));
+) -> Result<(Arc<T::State>, Feed), ApiError> {
     let (id, cursor) = c
         .store
         .redeem_ticket(ticket, owner)
@@ -248,8 +267,8 @@ pub(super) async fn redeem(
         .map_err(|e| ApiError::store_unavailable(&e))?
         .map_err(ApiError::from)?;
     for _ in 0..4 {
-        let conn = state.find_conn(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
-        let seen = conn.session.reader().head();
+        let state = table.find(&id.to_string(), owner).await?.ok_or_else(ApiError::unknown_session)?;
+        let seen = state.session().reader().head();
         let plan = match c.store.session_backlog(&id, owner, cursor).await {
             Ok(Some(Ok(plan))) => plan,
             Ok(Some(Err(SnapshotError::Evicted { oldest, missing, .. }))) => {
@@ -266,12 +285,12 @@ pub(super) async fn redeem(
             Ok(_) => return Err(ApiError::unknown_session()),
             Err(e) => return Err(ApiError::store_unavailable(&e)),
         };
-        match feed(&conn, &plan, seen).await {
+        match feed(c, &*state, &plan, seen).await {
             Ok(feed) => {
-                conn.session.set_migrated();
-                conn.end_all_sse_streams();
-                c.broadcast(&crate::cluster::BusMessage::Migrated { sid: id.to_string() }).await;
-                return Ok((conn, feed));
+                state.session().set_migrated();
+                state.end_all_sse_streams();
+                c.broadcast(&BusMessage::Migrated { sid: id.to_string() }).await;
+                return Ok((state, feed));
             }
             Err(Some(e)) => return Err(e),
             Err(None) => continue,

@@ -1,0 +1,198 @@
+//! The composition root: [`AppState`], everything the routes share, built
+//! once from the builder's parts ([`build`]). Only the layers above it
+//! (`http/`, `operator/`, `lib.rs`, `serve.rs`) name it.
+
+use crate::backend::Backend;
+use crate::host::Host;
+use crate::modern::{Inflight, MirrorCache};
+use crate::session::fairness::Fairness;
+use crate::session::Sessions;
+use crate::tasks::{Limits, Tasks};
+use crate::telemetry::Metrics;
+use crate::vocab::change::Announcer;
+use crate::vocab::config::ServerConfig;
+use crate::vocab::identity::IdentityFn;
+use crate::vocab::request_state::StateKey;
+use gapless::ring::ConfigError;
+use gapless::Hub;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Everything the handlers share.
+pub(crate) struct AppState {
+    /// This node's sessions (and where they live).
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) host: Arc<dyn Host>,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) identity: Option<IdentityFn>,
+    /// Cancelled on shutdown: every open stream ends.
+    pub(crate) shutdown: CancellationToken,
+    /// Per-client limits on `initialize` and live sessions.
+    pub(crate) fairness: Arc<Fairness>,
+    /// The endpoint's route inside the router (`/mcp` by default; `/` when
+    /// the application nests the router at the endpoint's path itself).
+    pub(crate) path: String,
+    /// What the operator's metrics count (`telemetry/`).
+    pub(crate) metrics: Arc<Metrics>,
+    /// Seals the `requestState` of input-required results.
+    pub(crate) input_key: StateKey,
+    /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
+    pub(crate) changes: Announcer,
+    /// The bound on 2026-07-28 requests in flight.
+    pub(crate) stateless: Arc<Inflight>,
+    /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
+    pub(crate) mirrors: Mutex<MirrorCache>,
+    /// The tasks extension's records and the work this process runs.
+    pub(crate) tasks: Arc<Tasks>,
+}
+
+impl AppState {
+    /// Expires idle sessions, tickets and tasks.
+    pub(crate) fn sweep(&self) {
+        self.sessions.sweep();
+        self.tasks.store.sweep(crate::vocab::time::now_ms());
+    }
+}
+
+/// Why [`McpServerBuilder::build`] refused a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// The ring bounds are invalid.
+    Ring(ConfigError),
+    /// The endpoint path is not an absolute path of plain segments.
+    Path {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The cluster store could not be used.
+    Store(String),
+    /// `ServerConfig::request_state_secret` has fewer than 16 bytes.
+    Secret,
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Ring(e) => write!(f, "invalid ring configuration: {e}"),
+            BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
+            BuildError::Store(e) => write!(f, "session store: {e}"),
+            BuildError::Secret => f.write_str("request_state_secret must have at least 16 bytes"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Ring(e) => Some(e),
+            BuildError::Path { .. } | BuildError::Store(_) | BuildError::Secret => None,
+        }
+    }
+}
+
+/// The shared state of a server around `host`, or why the configuration
+/// is refused.
+pub(crate) fn build(
+    host: Arc<dyn Host>,
+    mut config: ServerConfig,
+    path: &str,
+    identity: Option<IdentityFn>,
+    store: Option<(gapless_redis::RedisStore, String)>,
+) -> Result<Arc<AppState>, BuildError> {
+    let path = normalize_path(path)?;
+    // Where sessions and tasks live is decided here, once.
+    let backend = match store {
+        Some((store, url)) => Backend::cluster(store, &url, &mut config.hub.ring)
+            .map_err(|e| BuildError::Store(e.to_string()))?,
+        None => Backend::Local,
+    };
+    let hub = Arc::new(Hub::new(config.hub).map_err(BuildError::Ring)?);
+    let c = &config;
+    let fairness =
+        Arc::new(Fairness::new(c.initialize_per_sec, c.initialize_burst, c.max_sessions_per_client));
+    if c.request_state_secret.as_ref().is_some_and(|s| s.len() < 16) {
+        return Err(BuildError::Secret);
+    }
+    let input_key = StateKey::new(c.request_state_secret.as_deref());
+    let stateless = Inflight::new(c.max_stateless_inflight, c.max_stateless_inflight_per_client);
+    let limits = Limits {
+        ttl: c.task_ttl,
+        max_ttl: c.max_task_ttl,
+        poll_interval: c.task_poll_interval,
+        max_tasks: c.max_tasks,
+        max_per_client: c.max_tasks_per_client,
+        max_result_bytes: c.max_task_result_bytes,
+    };
+    let metrics = Arc::new(Metrics::new());
+    // Tasks live where sessions do: in Redis in cluster mode.
+    let tasks = Arc::new(Tasks::new(backend.task_store(), limits, backend.node(), Arc::clone(&metrics)));
+    let config = Arc::new(config);
+    let (shutdown, changes) = (CancellationToken::new(), Announcer::new());
+    let sessions = Sessions::new(
+        hub,
+        backend,
+        Arc::clone(&config),
+        Arc::clone(&metrics),
+        shutdown.clone(),
+        changes.clone(),
+    );
+    Ok(Arc::new(AppState {
+        sessions,
+        tasks,
+        changes,
+        mirrors: Default::default(),
+        stateless,
+        input_key,
+        host,
+        config,
+        identity,
+        shutdown,
+        fairness,
+        path,
+        metrics,
+    }))
+}
+
+/// `/mcp`, `/a/b` or `/`: absolute, no empty, `.`/`..` or `{`/`}` segment,
+/// no query; a trailing `/` is dropped.
+fn normalize_path(path: &str) -> Result<String, BuildError> {
+    let bad = |reason| Err(BuildError::Path { path: path.to_owned(), reason });
+    if !path.starts_with('/') {
+        return bad("must start with '/'");
+    }
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok("/".to_owned());
+    }
+    for seg in trimmed[1..].split('/') {
+        if seg.is_empty() || seg == "." || seg == ".." {
+            return bad("has an empty, '.' or '..' segment");
+        }
+        if seg.bytes().any(|b| matches!(b, b'{' | b'}' | b'?' | b'#' | b'*' | b':') || b <= b' ' || b >= 0x7f)
+        {
+            return bad(
+                "may hold only plain path characters (no '{', '}', '?', '#', '*', ':', spaces or non-ASCII)",
+            );
+        }
+    }
+    Ok(trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_path;
+
+    #[test]
+    fn endpoint_paths() {
+        assert_eq!(normalize_path("/mcp").unwrap(), "/mcp");
+        assert_eq!(normalize_path("/mcp/").unwrap(), "/mcp");
+        assert_eq!(normalize_path("/a/b").unwrap(), "/a/b");
+        assert_eq!(normalize_path("/").unwrap(), "/");
+        for bad in ["", "mcp", "/a//b", "/a/../b", "/{id}", "/a b", "/m?x", "/é"] {
+            assert!(normalize_path(bad).is_err(), "{bad:?}");
+        }
+    }
+}

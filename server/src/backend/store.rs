@@ -1,0 +1,361 @@
+//! [`SessionStore`]: where one session's events go, in process or in the
+//! cluster's store. Every publish of the session, every stream it opens or
+//! ends, the wire id of every event it sends and the delivery mark of every
+//! write pass through it.
+
+use super::cluster::{self, Cluster};
+use super::feed::Feed;
+use super::{Attached, Outcome, StoreError};
+use crate::telemetry::Metrics;
+use crate::vocab::error::{ApiError, SendError};
+use crate::vocab::secret::SessionTag;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use gapless::ring::EventRef;
+use gapless::session::Pacer;
+use gapless::{Event, EventId, Seq, Session, StreamHandle, StreamId};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Where one session's events go.
+pub(crate) enum SessionStore {
+    /// The session's own ring.
+    Local,
+    /// The cluster's store; the ring is this node's replica of it.
+    Cluster {
+        /// The store and this node's followers.
+        cluster: Arc<Cluster>,
+        /// The session's append queue, so that concurrent publishes share
+        /// script calls (`docs/SPEC.md` §8.8).
+        appender: gapless_redis::Appender,
+    },
+}
+
+/// Why [`SessionStore::open_stream`] opened no stream.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OpenError {
+    /// The session is gone, or the store refused.
+    Send(SendError),
+    /// This node's replica of the session is stale: a failover lost events
+    /// it holds. The caller drops the replica, attaches afresh and tries
+    /// again.
+    Stale,
+}
+
+impl From<SendError> for OpenError {
+    fn from(e: SendError) -> Self {
+        OpenError::Send(e)
+    }
+}
+
+impl OpenError {
+    /// What the request that needed the stream is told (the store, or the
+    /// replica it follows, could not take the event).
+    fn as_send_error(&self) -> SendError {
+        match self {
+            OpenError::Send(e) => e.clone(),
+            OpenError::Stale => SendError::Refused(
+                "this node's replica of the session is stale (a failover lost events)".into(),
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_send_error().fmt(f)
+    }
+}
+
+impl From<OpenError> for ApiError {
+    fn from(e: OpenError) -> Self {
+        ApiError::send(&e.as_send_error())
+    }
+}
+
+/// What [`SessionStore::respond`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Responded {
+    /// `false` when, in a cluster, the response could not be stored before
+    /// the deadline (the request's registration then stays, so that the
+    /// reaper answers it if this node dies).
+    pub(crate) stored: bool,
+    /// The payload length of the event published, if one was.
+    pub(crate) published: Option<usize>,
+}
+
+fn store_send_error(e: StoreError) -> SendError {
+    match e {
+        StoreError::UnknownSession => SendError::Closed,
+        e => SendError::Refused(e.to_string()),
+    }
+}
+
+impl SessionStore {
+    /// Publishes `bytes` on `pacer`'s stream: in process paced (waits while
+    /// the stream's attached reader has `high_water` events unread; a wait
+    /// is timed in `metrics`), in a cluster appended to the store, which
+    /// has no pacing (the cluster's readers are on many nodes,
+    /// `docs/SPEC.md` §8.9).
+    pub(crate) async fn publish_paced(
+        &self,
+        session: &Session,
+        pacer: &Pacer,
+        bytes: Bytes,
+        high_water: u64,
+        metrics: &Metrics,
+    ) -> Result<Seq, SendError> {
+        match self {
+            SessionStore::Cluster { appender, .. } => append(appender, pacer.stream().id(), bytes).await,
+            SessionStore::Local => {
+                // Polled once first: only a publish that has to wait is timed.
+                let publish = session.publish_paced_with(pacer, bytes, high_water);
+                let mut publish = std::pin::pin!(publish);
+                match futures_util::poll!(publish.as_mut()) {
+                    std::task::Poll::Ready(r) => Ok(r?),
+                    std::task::Poll::Pending => {
+                        let waited = std::time::Instant::now();
+                        let r = publish.await;
+                        metrics.paced_waits.observe(waited.elapsed().as_secs_f64());
+                        Ok(r?)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Publishes without pacing (results, priming events: never held back).
+    pub(crate) async fn publish_now(
+        &self,
+        session: &Session,
+        stream: &StreamHandle,
+        bytes: Bytes,
+    ) -> Result<Seq, SendError> {
+        match self {
+            SessionStore::Cluster { appender, .. } => append(appender, stream.id(), bytes).await,
+            SessionStore::Local => Ok(session.publish(stream, bytes)?),
+        }
+    }
+
+    /// Publishes a request's response on its stream and, if the stream is
+    /// the request's `own`, ends it. In a cluster the answer and the end
+    /// are one idempotent step in the store, retried while the store is
+    /// down (a response never stored would leave the stream without an
+    /// end) until `deadline` from now.
+    pub(crate) async fn respond(
+        &self,
+        session: &Session,
+        stream: &StreamHandle,
+        own: bool,
+        bytes: Bytes,
+        deadline: Duration,
+    ) -> Responded {
+        match self {
+            SessionStore::Cluster { cluster, .. } if own => {
+                let deadline = tokio::time::Instant::now() + deadline;
+                let len = bytes.len();
+                loop {
+                    let r = cluster
+                        .store
+                        .answer(&session.id(), stream.id(), &bytes)
+                        .await
+                        .map_err(store_send_error);
+                    match r {
+                        Ok(wrote) => return Responded { stored: true, published: wrote.then_some(len) },
+                        Err(SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
+                            tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "response not stored yet; retrying");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(SendError::Refused(e)) => {
+                            tracing::error!(session = %SessionTag::of_id(&session.id()), error = %e, "response not stored; giving up");
+                            return Responded { stored: false, published: None };
+                        }
+                        Err(SendError::Closed) => return Responded { stored: true, published: None },
+                    }
+                }
+            }
+            _ => {
+                let len = bytes.len();
+                let published = self.publish_now(session, stream, bytes).await.ok().map(|_| len);
+                if own {
+                    let _ = self.end_stream(session, stream).await;
+                }
+                Responded { stored: true, published }
+            }
+        }
+    }
+
+    /// Opens a stream (in the store, in a cluster; the replica mirrors it
+    /// at once).
+    pub(crate) async fn open_stream(&self, session: &Session) -> Result<StreamHandle, OpenError> {
+        match self {
+            SessionStore::Local => Ok(session.open_stream().map_err(SendError::from)?),
+            SessionStore::Cluster { cluster, .. } => {
+                let seen = session.reader().head();
+                let (id, head) =
+                    cluster.store.open_stream_seen(&session.id(), seen).await.map_err(store_send_error)?;
+                if head < seen {
+                    // The store's head is below what this replica has: a
+                    // failover lost events, and the replica is stale. Never
+                    // serve a new stream from it (its id may be one of the
+                    // lost streams' here).
+                    let (c, sid) = (Arc::clone(cluster), session.id());
+                    tokio::spawn(async move {
+                        let _ = c.store.end_stream(&sid, id).await;
+                    });
+                    return Err(OpenError::Stale);
+                }
+                session
+                    .open_streams_to(id)
+                    .map_err(SendError::from)?
+                    .ok_or(OpenError::Send(SendError::Closed))
+            }
+        }
+    }
+
+    /// Ends a stream (in the store, in a cluster: the replica ends it after
+    /// its last event, when its follower reads the end).
+    pub(crate) async fn end_stream(&self, session: &Session, stream: &StreamHandle) -> Result<(), SendError> {
+        match self {
+            SessionStore::Local => Ok(session.end_stream(stream)?),
+            SessionStore::Cluster { cluster, .. } => {
+                cluster.store.end_stream(&session.id(), stream.id()).await.map_err(store_send_error)
+            }
+        }
+    }
+
+    /// The wire id and payload of an event read from the session's ring,
+    /// the payload borrowed from it (in a cluster, without the store's
+    /// position prefix).
+    #[inline]
+    pub(crate) fn wire<'a>(&self, session: &Session, e: EventRef<'a>) -> (EventId, &'a [u8]) {
+        match self {
+            SessionStore::Local => (session.event_id(e.stream, e.seq), e.payload),
+            SessionStore::Cluster { .. } => cluster::wire(session, e),
+        }
+    }
+
+    /// Records in the store that one write (an SSE chunk, a socket batch)
+    /// delivers `lasts` (each stream's last event in it, and with it every
+    /// earlier event of that stream), before the transport sends it: the
+    /// client may resume on another node the moment it has it. `None` in
+    /// process (delivery is then recorded after the write).
+    pub(crate) fn mark_write(
+        &self,
+        session: &Session,
+        lasts: &[&Event],
+    ) -> Option<BoxFuture<'static, Result<(), StoreError>>> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        let marks: Vec<_> = lasts.iter().map(|e| cluster::mark_ahead(cluster, session, e)).collect();
+        Some(Box::pin(async move {
+            for r in futures_util::future::join_all(marks).await {
+                r?;
+            }
+            Ok(())
+        }))
+    }
+
+    /// Every event of `stream` so far counts as delivered (a JSON-only
+    /// response stands for them).
+    pub(crate) async fn mark_all_delivered(&self, session: &Session, stream: &StreamHandle) {
+        stream.mark_all_delivered();
+        if let SessionStore::Cluster { cluster, .. } = self {
+            if let Err(e) = cluster.store.mark_all_delivered(&session.id(), stream.id()).await {
+                tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "could not record a JSON-only delivery");
+            }
+        }
+    }
+
+    /// The JSON-RPC id of the session's `n`th server → client request:
+    /// unique in the cluster (a response may arrive on any node, and each
+    /// node's state of the session counts on its own).
+    pub(crate) fn request_id(&self, n: u64) -> String {
+        match self {
+            SessionStore::Local => format!("s{n}"),
+            SessionStore::Cluster { cluster, .. } => format!("s{}.{n}", &cluster.node[..8]),
+        }
+    }
+
+    /// Registers request `id`, running on this node on its own `stream`, in
+    /// the store: if this node dies, another answers it with an explicit
+    /// error (`docs/SPEC.md` §8.5). Whether it must be forgotten when done
+    /// ([`SessionStore::forget_request`]); never in process.
+    pub(crate) async fn register_request(
+        &self,
+        session: &Session,
+        stream: &StreamHandle,
+        id: &Value,
+    ) -> bool {
+        let SessionStore::Cluster { cluster, .. } = self else { return false };
+        let r =
+            cluster.store.register_request(&cluster.node, &session.id(), stream.id(), &id.to_string()).await;
+        if let Err(e) = &r {
+            tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "request not registered in the store");
+        }
+        // Even a failed registration may have reached the primary (a write
+        // no replica acknowledged): forget it when done.
+        true
+    }
+
+    /// Forgets a request [`SessionStore::register_request`] registered.
+    pub(crate) async fn forget_request(&self, session: &Session, stream: &StreamHandle) {
+        if let SessionStore::Cluster { cluster, .. } = self {
+            let _ = cluster.store.finish_request(&cluster.node, &session.id(), stream.id()).await;
+        }
+    }
+
+    /// `notifications/cancelled` for a request that does not run on this
+    /// node: in a cluster it may run on another, which the bus tells.
+    pub(crate) fn cancel_elsewhere(&self, session: &Session, id: Value) {
+        if let SessionStore::Cluster { cluster, .. } = self {
+            let (c, sid) = (Arc::clone(cluster), session.id().to_string());
+            tokio::spawn(async move {
+                c.broadcast(&cluster::BusMessage::Cancel { sid, id }).await;
+            });
+        }
+    }
+
+    /// A client's response that no request of this node waits for: in a
+    /// cluster the request may wait on another node, which the bus tells.
+    pub(crate) async fn respond_elsewhere(&self, session: &Session, id: Value, outcome: Outcome) {
+        if let SessionStore::Cluster { cluster, .. } = self {
+            let (result, error) = match outcome {
+                Ok(r) => (Some(r), None),
+                Err(e) => (None, Some(e)),
+            };
+            let sid = session.id().to_string();
+            cluster.broadcast(&cluster::BusMessage::Response { sid, id, result, error }).await;
+        }
+    }
+
+    /// The standalone stream from its first undelivered event, for the
+    /// connection that claimed its lane (generation `gen`, ended by
+    /// `ended`). With `prime`, a priming event comes first when there is no
+    /// such backlog. In a cluster, one connection in the whole cluster at a
+    /// time (a lease in the store, renewed while the connection is open:
+    /// losing it ends the connection).
+    pub(crate) async fn standalone<A: Attached>(
+        &self,
+        state: &Arc<A>,
+        prime: bool,
+        gen: u64,
+        ended: &CancellationToken,
+    ) -> Result<Feed, ApiError> {
+        match self {
+            SessionStore::Local => super::local::standalone(state, prime).await,
+            SessionStore::Cluster { cluster, .. } => {
+                cluster::standalone(cluster, state, prime, gen, ended).await
+            }
+        }
+    }
+}
+
+async fn append(queue: &gapless_redis::Appender, stream: StreamId, bytes: Bytes) -> Result<Seq, SendError> {
+    match queue.push(stream, bytes).await {
+        Ok(a) => Ok(a.seq),
+        Err(gapless_redis::AppendError::Store(StoreError::UnknownSession)) => Err(SendError::Closed),
+        Err(e) => Err(SendError::Refused(e.to_string())),
+    }
+}
