@@ -4,9 +4,10 @@
 
 use crate::backend::Backend;
 use crate::host::Host;
-use crate::modern::{Inflight, MirrorCache};
+use crate::protocol::Protocol;
 use crate::session::fairness::Fairness;
 use crate::session::Sessions;
+use crate::sessionless::inflight::Inflight;
 use crate::tasks::{Limits, Tasks};
 use crate::telemetry::Metrics;
 use crate::vocab::change::Announcer;
@@ -16,14 +17,16 @@ use crate::vocab::request_state::StateKey;
 use gapless::ring::ConfigError;
 use gapless::Hub;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Everything the handlers share.
 pub(crate) struct AppState {
     /// This node's sessions (and where they live).
     pub(crate) sessions: Arc<Sessions>,
-    pub(crate) host: Arc<dyn Host>,
+    /// What the protocol layer runs messages with (the application, tasks,
+    /// announcements, the `requestState` key).
+    pub(crate) protocol: Protocol,
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) identity: Option<IdentityFn>,
     /// Cancelled on shutdown: every open stream ends.
@@ -35,23 +38,15 @@ pub(crate) struct AppState {
     pub(crate) path: String,
     /// What the operator's metrics count (`telemetry/`).
     pub(crate) metrics: Arc<Metrics>,
-    /// Seals the `requestState` of input-required results.
-    pub(crate) input_key: StateKey,
-    /// Changes announced to 2026-07-28 `subscriptions/listen` streams.
-    pub(crate) changes: Announcer,
     /// The bound on 2026-07-28 requests in flight.
-    pub(crate) stateless: Arc<Inflight>,
-    /// The tools' mirrored parameters (`x-mcp-header`), as last listed.
-    pub(crate) mirrors: Mutex<MirrorCache>,
-    /// The tasks extension's records and the work this process runs.
-    pub(crate) tasks: Arc<Tasks>,
+    pub(crate) sessionless: Arc<Inflight>,
 }
 
 impl AppState {
     /// Expires idle sessions, tickets and tasks.
     pub(crate) fn sweep(&self) {
         self.sessions.sweep();
-        self.tasks.store.sweep(crate::vocab::time::now_ms());
+        self.protocol.tasks.store.sweep(crate::vocab::time::now_ms());
     }
 }
 
@@ -117,7 +112,7 @@ pub(crate) fn build(
         return Err(BuildError::Secret);
     }
     let input_key = StateKey::new(c.request_state_secret.as_deref());
-    let stateless = Inflight::new(c.max_stateless_inflight, c.max_stateless_inflight_per_client);
+    let sessionless = Inflight::new(c.max_stateless_inflight, c.max_stateless_inflight_per_client);
     let limits = Limits {
         ttl: c.task_ttl,
         max_ttl: c.max_task_ttl,
@@ -139,20 +134,25 @@ pub(crate) fn build(
         shutdown.clone(),
         changes.clone(),
     );
-    Ok(Arc::new(AppState {
-        sessions,
+    let protocol = Protocol {
+        host,
+        config: Arc::clone(&config),
         tasks,
         changes,
-        mirrors: Default::default(),
-        stateless,
         input_key,
-        host,
+        mirrors: Default::default(),
+        shutdown: shutdown.clone(),
+    };
+    Ok(Arc::new(AppState {
+        sessions,
+        protocol,
         config,
         identity,
         shutdown,
         fairness,
         path,
         metrics,
+        sessionless,
     }))
 }
 

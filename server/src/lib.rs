@@ -65,13 +65,13 @@
 
 mod app;
 mod backend;
-mod dispatch;
 pub mod host;
 mod http;
-mod modern;
 mod operator;
+mod protocol;
 mod serve;
 mod session;
+mod sessionless;
 pub mod tasks;
 mod telemetry;
 mod vocab;
@@ -246,7 +246,7 @@ impl McpServer {
     /// 2025 revisions hear of changes on their standalone stream instead
     /// ([`SessionHandle::notify`]).
     pub fn announce(&self, change: Change) {
-        self.state.changes.announce(change);
+        self.state.protocol.changes.announce(change);
     }
 
     /// Ends every open stream (call on shutdown, before the server drains).

@@ -142,7 +142,7 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     // request of 2026-07-28 answers an unknown one with that revision's
     // error. A GET or DELETE of that revision reaches the endpoint (405).
     let modern = header(req.headers(), PROTOCOL_VERSION)
-        .is_some_and(|v| MODERN_VERSIONS.contains(&v.trim()) && state.host.serves_sessionless());
+        .is_some_and(|v| MODERN_VERSIONS.contains(&v.trim()) && state.protocol.host.serves_sessionless());
     if route != Route::Endpoint || !(post || modern) {
         check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
     }

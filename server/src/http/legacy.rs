@@ -15,12 +15,13 @@ use super::guard::{caller, read_body, NewSession};
 use super::sse::{Framing, SseBody};
 use crate::app::AppState;
 use crate::backend::Table as _;
-use crate::dispatch::{self, RequestStream};
+use crate::protocol::builtin;
+use crate::protocol::dispatch_2025::{handle_notification, start_request, Call, RequestStream};
 use crate::session::SessionState;
-use crate::vocab::config::{negotiate, LEGACY_VERSION};
+use crate::vocab::config::LEGACY_VERSION;
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::LAST_EVENT_ID;
-use crate::vocab::jsonrpc::{self, classify, Incoming, RpcError};
+use crate::vocab::jsonrpc::{self, classify, Incoming};
 use crate::vocab::sync::lock;
 use axum::extract::{OriginalUri, Query, Request, State};
 use axum::http::StatusCode;
@@ -29,7 +30,6 @@ use bytes::Bytes;
 use gapless::{ErrorKind, Refusal, ResumeRequest};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// `GET P/sse[?sessionId=<id>]`.
@@ -131,27 +131,17 @@ async fn messages_inner(
     let stream = sess.session.standalone().clone();
     match msg {
         Incoming::Request { id, method, params } if method == "initialize" => {
-            let outcome = if sess.legacy_initialized.swap(true, Ordering::AcqRel) {
-                Err(RpcError::new(jsonrpc::code::INVALID_REQUEST, "session is already initialized"))
-            } else {
-                let version = negotiate(
-                    params.get("protocolVersion").and_then(Value::as_str).unwrap_or(""),
-                    LEGACY_VERSION,
-                );
-                sess.set_protocol_version(version);
-                sess.set_initialize_params(params);
-                Ok(dispatch::initialize_result(&state, version))
-            };
+            let outcome = builtin::legacy_initialize(&*state.protocol.host, &sess, params);
             sess.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
                 .await
                 .map_err(|_| ApiError::unknown_session())?;
         }
         Incoming::Request { id, method, params } => {
-            dispatch::start_request(&state, &sess, RequestStream::Shared(&stream), id, method, params, None)
-                .await;
+            let call = Call { id, method, params };
+            start_request(&state.protocol, &sess, RequestStream::Shared(&stream), call, None).await;
         }
         Incoming::Notification { method, params } => {
-            dispatch::handle_notification(&state, &sess, &method, &params)
+            handle_notification(&state.protocol, &sess, &method, &params)
         }
         Incoming::Response { id, outcome } => {
             sess.deliver_response(&id, outcome);

@@ -16,7 +16,6 @@ mod endpoint;
 mod error;
 mod guard;
 mod legacy;
-mod modern;
 mod socket;
 mod sse;
 mod upgrade;

@@ -9,7 +9,7 @@
 
 use crate::app::AppState;
 use crate::backend::Feed;
-use crate::dispatch::{handle_notification, start_request, RequestStream};
+use crate::protocol::dispatch_2025::{handle_notification, start_request, Call, RequestStream};
 use crate::session::{Lane, SessionState};
 use crate::vocab::bucket::TokenBucket;
 use crate::vocab::error::ApiError;
@@ -273,9 +273,12 @@ async fn handle_frame(state: &AppState, sess: &Arc<SessionState>, text: &[u8]) -
     {
         Incoming::Request { id, method, params } => {
             let stream = sess.open_stream().await.map_err(|e| e.to_string())?;
-            start_request(state, sess, RequestStream::Own(&stream), id, method, params, None).await;
+            let call = Call { id, method, params };
+            start_request(&state.protocol, sess, RequestStream::Own(&stream), call, None).await;
         }
-        Incoming::Notification { method, params } => handle_notification(state, sess, &method, &params),
+        Incoming::Notification { method, params } => {
+            handle_notification(&state.protocol, sess, &method, &params)
+        }
         Incoming::Response { id, outcome } => {
             sess.deliver_response(&id, outcome);
         }

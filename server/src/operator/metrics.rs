@@ -33,7 +33,7 @@ pub(crate) fn registry(metrics: &Arc<Metrics>, state: Weak<AppState>) -> Registr
     r.register(
         "stateless_requests",
         "Requests of MCP 2026-07-28 served without a session",
-        metrics.modern_requests.clone(),
+        metrics.sessionless_requests.clone(),
     );
     r.register(
         "tasks_created",
@@ -215,7 +215,7 @@ impl Collector for View {
             &mut encoder,
             "tasks_running",
             "Tasks whose work runs on this node (tasks extension)",
-            &ConstGauge::new(state.tasks.running() as i64),
+            &ConstGauge::new(state.protocol.tasks.running() as i64),
         )?;
         let published = Family::<Target, Counter>::default();
         let published_bytes = Family::<Target, Counter>::default();

@@ -133,7 +133,7 @@ pub(crate) struct Metrics {
     pub(crate) sessions_expired: Counter,
     pub(crate) sessions_refused: Family<Reason, Counter>,
     /// Requests of MCP 2026-07-28 that passed the revision's checks.
-    pub(crate) modern_requests: Counter,
+    pub(crate) sessionless_requests: Counter,
     /// Tasks created on this node (tasks extension).
     pub(crate) tasks_created: Counter,
     /// Tasks this node refused to create, by why (`full`, `unavailable`).
@@ -179,7 +179,7 @@ impl Metrics {
             sessions_deleted: Counter::default(),
             sessions_expired: Counter::default(),
             sessions_refused: Family::default(),
-            modern_requests: Counter::default(),
+            sessionless_requests: Counter::default(),
             tasks_created: Counter::default(),
             tasks_refused: Family::default(),
             tasks_ended: Family::default(),

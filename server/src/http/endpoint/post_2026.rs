@@ -5,9 +5,13 @@
 //! event ids (that revision's streams are not resumable), and closing the
 //! response cancels the request.
 
-use super::guard::Accepts;
 use crate::app::AppState;
-use crate::modern::{self, Running};
+use crate::http::guard::Accepts;
+use crate::protocol::dispatch_2026::{self, Call};
+use crate::protocol::mirrors::mirrors;
+use crate::sessionless::exchange::Running;
+use crate::sessionless::mirror::Mirror;
+use crate::sessionless::{declared, unsupported_version};
 use crate::vocab::config::MODERN_VERSIONS;
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::PROTOCOL_VERSION;
@@ -140,7 +144,7 @@ fn check_headers(h: &Mirrored, method: &str, params: &Value, version: &str) -> R
 /// arguments: a value present (not null) needs its `Mcp-Param-*` header,
 /// equal to it once decoded (numbers compared as numbers, booleans as
 /// `true`/`false`); a header whose value is absent is not expected.
-fn check_params(h: &Mirrored, mirrors: &[modern::Mirror], args: &Value) -> Result<(), RpcError> {
+fn check_params(h: &Mirrored, mirrors: &[Mirror], args: &Value) -> Result<(), RpcError> {
     for m in mirrors {
         let value = m.path.iter().try_fold(args, |v, k| v.get(k));
         let Some(value) = value.filter(|v| !v.is_null()) else { continue };
@@ -193,7 +197,7 @@ pub(crate) async fn post(
         Incoming::Response { .. } => unreachable!("a response is never of 2026-07-28"),
         Incoming::Request { id, method, params } => (id, method, params),
     };
-    let declared = match modern::declared(&params) {
+    let declared = match declared(&params) {
         Ok(d) => d,
         Err(e) => return rpc_error(StatusCode::BAD_REQUEST, &id, e),
     };
@@ -201,7 +205,7 @@ pub(crate) async fn post(
         return rpc_error(StatusCode::BAD_REQUEST, &id, e);
     }
     if !MODERN_VERSIONS.contains(&declared.version.as_str()) {
-        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::unsupported_version(&declared.version));
+        return rpc_error(StatusCode::BAD_REQUEST, &id, unsupported_version(&declared.version));
     }
     if method == "subscriptions/listen" && !acc.sse {
         return ApiError::new(
@@ -215,7 +219,7 @@ pub(crate) async fn post(
         (None, Some(ip)) => Some(format!("ip:{ip}")),
         (None, None) => None,
     };
-    let permit = match state.stateless.admit(client) {
+    let permit = match state.sessionless.admit(client) {
         Ok(p) => p,
         Err(e) => {
             let mut r = rpc_error(StatusCode::TOO_MANY_REQUESTS, &id, e);
@@ -227,16 +231,16 @@ pub(crate) async fn post(
     // work this request does, bounded with it.
     if method == "tools/call" {
         if let Some(tool) = params.get("name").and_then(Value::as_str) {
-            let mirrors = modern::mirrors(&state, tool).await;
+            let mirrors = mirrors(&state.protocol, tool).await;
             let args = params.get("arguments").cloned().unwrap_or(Value::Null);
             if let Err(e) = check_params(&headers, &mirrors, &args) {
                 return rpc_error(StatusCode::BAD_REQUEST, &id, e);
             }
         }
     }
-    state.metrics.modern_requests.inc();
-    respond(modern::start(&state, id, method, params, declared, caller, permit), acc, state.config.keepalive)
-        .await
+    state.metrics.sessionless_requests.inc();
+    let call = Call { id, method, params, declared, caller };
+    respond(dispatch_2026::start(&state.protocol, call, permit), acc, state.config.keepalive).await
 }
 
 /// The response: JSON when the response comes before any notification (or
@@ -316,7 +320,7 @@ fn sse(body: Body) -> Response {
 fn json_response(r: Result<Value, tokio::sync::oneshot::error::RecvError>) -> Response {
     match r {
         Ok(msg) => {
-            let status = StatusCode::from_u16(modern::status_of(&msg)).expect("a valid status");
+            let status = StatusCode::from_u16(status_of(&msg)).expect("a valid status");
             (status, axum::Json(msg)).into_response()
         }
         // No response comes only when the server shuts down (a cancelled
@@ -335,6 +339,20 @@ fn frame(message: &[u8]) -> Bytes {
     }
     out.put_u8(b'\n');
     out.freeze()
+}
+
+/// The HTTP status of a 2026-07-28 response message: 404 for a method not
+/// served, 400 for the revision's request errors (header mismatch, a
+/// capability the client did not declare, a version not served), else 200
+/// (an application's other errors travel in the body, as results do).
+fn status_of(response: &Value) -> u16 {
+    match response.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64) {
+        Some(code::METHOD_NOT_FOUND) => 404,
+        Some(
+            code::HEADER_MISMATCH | code::MISSING_CLIENT_CAPABILITY | code::UNSUPPORTED_PROTOCOL_VERSION,
+        ) => 400,
+        _ => 200,
+    }
 }
 
 #[cfg(test)]
@@ -392,9 +410,9 @@ mod tests {
     #[test]
     fn mirrored_parameters_must_match_the_arguments() {
         let mirrors = [
-            modern::Mirror { header: "mcp-param-region".into(), path: vec!["region".into()] },
-            modern::Mirror { header: "mcp-param-n".into(), path: vec!["opts".into(), "n".into()] },
-            modern::Mirror { header: "mcp-param-on".into(), path: vec!["on".into()] },
+            Mirror { header: "mcp-param-region".into(), path: vec!["region".into()] },
+            Mirror { header: "mcp-param-n".into(), path: vec!["opts".into(), "n".into()] },
+            Mirror { header: "mcp-param-on".into(), path: vec!["on".into()] },
         ];
         let with = |hs: &[(&str, &str)]| Mirrored {
             params: hs.iter().map(|(k, v)| ((*k).to_owned(), HeaderValue::from_str(v).unwrap())).collect(),
@@ -440,5 +458,17 @@ mod tests {
     fn frames_have_no_id_and_one_data_line_per_line() {
         assert_eq!(&frame(b"{\"a\":1}")[..], b"data: {\"a\":1}\n\n");
         assert_eq!(&frame(b"{\r\n\"a\":1}")[..], b"data: {\ndata: \"a\":1}\n\n");
+    }
+
+    #[test]
+    fn statuses() {
+        let e = |c: i64| json!({"error": {"code": c, "message": ""}});
+        assert_eq!(status_of(&e(code::METHOD_NOT_FOUND)), 404);
+        for c in [code::HEADER_MISMATCH, code::MISSING_CLIENT_CAPABILITY, code::UNSUPPORTED_PROTOCOL_VERSION]
+        {
+            assert_eq!(status_of(&e(c)), 400);
+        }
+        assert_eq!(status_of(&e(code::INVALID_PARAMS)), 200);
+        assert_eq!(status_of(&json!({"result": {}})), 200);
     }
 }

@@ -1,173 +1,20 @@
-//! The seam between the transport and the application (`docs/SPEC.md` §5.2).
-//!
-//! An application implements [`Host`]; the transport calls it for every
-//! JSON-RPC request it does not handle itself (`initialize`, `ping`,
-//! `logging/setLevel`) with a [`RequestContext`] that publishes on the
-//! request's own stream, sends server → client requests and awaits their
-//! responses, and observes cancellation and the session's log level.
+//! [`RequestContext`]: what a request's handler gets: its stream (a
+//! session's ring, or a 2026-07-28 request's exchange), its cancellation,
+//! the session or the request's own declarations, and the way to ask the
+//! client for input or to become a task.
 
+use super::handle::{log_on, SessionHandle};
+use super::LogLevel;
 use crate::session::SessionState;
-use crate::vocab::jsonrpc::{self, RpcError};
+use crate::vocab::error::{ClientRequestError, SendError};
+use crate::vocab::jsonrpc;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use gapless::session::Pacer;
 use gapless::Seq;
 use serde_json::{json, Value};
 use std::fmt;
-
-pub use crate::vocab::error::{ClientRequestError, SendError};
-pub use crate::vocab::log_level::LogLevel;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-/// An MCP application behind the transport.
-pub trait Host: Send + Sync + 'static {
-    /// `serverInfo` in the `initialize` result.
-    fn server_info(&self) -> Value {
-        json!({"name": "gapless-server", "version": env!("CARGO_PKG_VERSION")})
-    }
-
-    /// `capabilities` in the `initialize` result.
-    fn capabilities(&self) -> Value;
-
-    /// Optional `instructions` in the `initialize` result.
-    fn instructions(&self) -> Option<String> {
-        None
-    }
-
-    /// Whether this application serves requests of MCP 2026-07-28, which
-    /// have no session (`docs/SPEC.md` §5.4): [`RequestContext::session`] is
-    /// `None` for them. An application that needs a session for every
-    /// request returns `false`; the endpoint then answers such requests as
-    /// a server of the 2025 revisions only does (400, no session).
-    fn serves_sessionless(&self) -> bool {
-        true
-    }
-
-    /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
-    /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
-    /// [`RequestContext::ask`] was answered, and verifies the state a retry
-    /// brings (`-32602` when it does not). An application that runs its own
-    /// rounds (it builds its input-required results and reads
-    /// `inputResponses` and `requestState` from the params itself, as an
-    /// rmcp handler does) returns `false`: the params reach it untouched,
-    /// and an `ask` on such a request finds no earlier answers.
-    fn seals_request_state(&self) -> bool {
-        true
-    }
-
-    /// Handles one request; the result (or error) becomes the response.
-    fn handle(
-        &self,
-        method: String,
-        params: Value,
-        ctx: RequestContext,
-    ) -> BoxFuture<'static, Result<Value, RpcError>>;
-
-    /// Called for every client notification but `notifications/cancelled`
-    /// (which the transport handles: it cancels the request's context),
-    /// `notifications/initialized` included.
-    fn on_notification(&self, _method: &str, _params: &Value, _session: &SessionHandle) {}
-}
-
-/// A handle on a session for the application: publish on the standalone
-/// stream.
-#[derive(Clone)]
-pub struct SessionHandle {
-    pub(crate) sess: Arc<SessionState>,
-}
-
-impl fmt::Debug for SessionHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionHandle").field("session", &self.sess.session.id()).finish()
-    }
-}
-
-impl SessionHandle {
-    /// The session id.
-    pub fn id(&self) -> String {
-        self.sess.session.id().to_string()
-    }
-
-    /// Publishes a notification on the standalone (GET) stream, paced.
-    pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
-        self.sess.publish_json(&self.sess.standalone, &jsonrpc::notification(method, params)).await
-    }
-
-    /// The protocol version negotiated at `initialize`.
-    pub fn protocol_version(&self) -> String {
-        self.sess.protocol_version()
-    }
-
-    /// Publishes raw, already serialized JSON-RPC bytes on the standalone
-    /// stream (paced). The caller guarantees they are one JSON message.
-    /// The ring's budget counts their length: make them from a `Vec` with
-    /// `gapless::ring::exact_bytes`.
-    pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
-        self.sess.publish_bytes(&self.sess.standalone, message).await
-    }
-
-    /// The `params` of the session's `initialize` request as the client sent
-    /// them (its `clientInfo` and `capabilities`); `None` where this process
-    /// did not receive that request (a cluster node serving a session that
-    /// another node created).
-    pub fn initialize_params(&self) -> Option<Value> {
-        self.sess.initialize_params()
-    }
-
-    /// Sends a request to the client on the standalone stream (one that no
-    /// client request caused, e.g. `roots/list` after
-    /// `notifications/roots/list_changed`) and waits for the response the
-    /// client POSTs back (or sends over its WebSocket). Ends with
-    /// [`ClientRequestError::Cancelled`] when the session ends, and
-    /// [`ClientRequestError::Timeout`] after the configured client-request
-    /// timeout.
-    pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
-        self.sess.client_request(&self.sess.standalone, method, params, &self.sess.closed).await
-    }
-
-    /// Whether the session ended (deleted, expired, or the server shut
-    /// down).
-    pub fn is_closed(&self) -> bool {
-        self.sess.closed.is_cancelled()
-    }
-
-    /// Resolves when the session ends (deleted, expired, or the server shut
-    /// down): where an application drops what it keeps per session.
-    pub async fn closed(&self) {
-        self.sess.closed.cancelled().await
-    }
-
-    /// Sends a log notification on the standalone stream if the session's
-    /// level lets it through; `Ok(None)` when filtered.
-    pub async fn log(
-        &self,
-        level: LogLevel,
-        logger: Option<&str>,
-        data: Value,
-    ) -> Result<Option<Seq>, SendError> {
-        log_on(&self.sess, &self.sess.standalone, level, logger, data).await
-    }
-}
-
-/// `notifications/message` on `stream`, if the session's level lets `level`
-/// through (`Ok(None)` when filtered): the one body of both `log`s.
-async fn log_on(
-    sess: &SessionState,
-    stream: &Pacer,
-    level: LogLevel,
-    logger: Option<&str>,
-    data: Value,
-) -> Result<Option<Seq>, SendError> {
-    if level < sess.log_level() {
-        return Ok(None);
-    }
-    let mut p = json!({"level": level.as_str(), "data": data});
-    if let Some(l) = logger {
-        p["logger"] = json!(l);
-    }
-    sess.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
-}
 
 /// What a request handler gets: its stream, its cancellation, and the
 /// session (2025 revisions) or the request's own declarations (MCP
@@ -188,7 +35,7 @@ pub(crate) enum Via {
         stream: Pacer,
     },
     /// A stateless request (2026-07-28): its response stream, no ring.
-    Exchange(Arc<crate::modern::Exchange>),
+    Exchange(Arc<crate::sessionless::exchange::Exchange>),
 }
 
 impl fmt::Debug for RequestContext {

@@ -1,0 +1,112 @@
+//! [`SessionHandle`]: a session of the 2025 revisions as the application
+//! sees it: its standalone stream, its client's `initialize`, its end.
+
+use super::LogLevel;
+use crate::session::SessionState;
+use crate::vocab::error::{ClientRequestError, SendError};
+use crate::vocab::jsonrpc;
+use bytes::Bytes;
+use gapless::session::Pacer;
+use gapless::Seq;
+use serde_json::{json, Value};
+use std::fmt;
+use std::sync::Arc;
+
+/// A handle on a session for the application: publish on the standalone
+/// stream.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) sess: Arc<SessionState>,
+}
+
+impl fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionHandle").field("session", &self.sess.session.id()).finish()
+    }
+}
+
+impl SessionHandle {
+    /// The session id.
+    pub fn id(&self) -> String {
+        self.sess.session.id().to_string()
+    }
+
+    /// Publishes a notification on the standalone (GET) stream, paced.
+    pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
+        self.sess.publish_json(&self.sess.standalone, &jsonrpc::notification(method, params)).await
+    }
+
+    /// The protocol version negotiated at `initialize`.
+    pub fn protocol_version(&self) -> String {
+        self.sess.protocol_version()
+    }
+
+    /// Publishes raw, already serialized JSON-RPC bytes on the standalone
+    /// stream (paced). The caller guarantees they are one JSON message.
+    /// The ring's budget counts their length: make them from a `Vec` with
+    /// `gapless::ring::exact_bytes`.
+    pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
+        self.sess.publish_bytes(&self.sess.standalone, message).await
+    }
+
+    /// The `params` of the session's `initialize` request as the client sent
+    /// them (its `clientInfo` and `capabilities`); `None` where this process
+    /// did not receive that request (a cluster node serving a session that
+    /// another node created).
+    pub fn initialize_params(&self) -> Option<Value> {
+        self.sess.initialize_params()
+    }
+
+    /// Sends a request to the client on the standalone stream (one that no
+    /// client request caused, e.g. `roots/list` after
+    /// `notifications/roots/list_changed`) and waits for the response the
+    /// client POSTs back (or sends over its WebSocket). Ends with
+    /// [`ClientRequestError::Cancelled`] when the session ends, and
+    /// [`ClientRequestError::Timeout`] after the configured client-request
+    /// timeout.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
+        self.sess.client_request(&self.sess.standalone, method, params, &self.sess.closed).await
+    }
+
+    /// Whether the session ended (deleted, expired, or the server shut
+    /// down).
+    pub fn is_closed(&self) -> bool {
+        self.sess.closed.is_cancelled()
+    }
+
+    /// Resolves when the session ends (deleted, expired, or the server shut
+    /// down): where an application drops what it keeps per session.
+    pub async fn closed(&self) {
+        self.sess.closed.cancelled().await
+    }
+
+    /// Sends a log notification on the standalone stream if the session's
+    /// level lets it through; `Ok(None)` when filtered.
+    pub async fn log(
+        &self,
+        level: LogLevel,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<Option<Seq>, SendError> {
+        log_on(&self.sess, &self.sess.standalone, level, logger, data).await
+    }
+}
+
+/// `notifications/message` on `stream`, if the session's level lets `level`
+/// through (`Ok(None)` when filtered): the one body of both `log`s.
+pub(super) async fn log_on(
+    sess: &SessionState,
+    stream: &Pacer,
+    level: LogLevel,
+    logger: Option<&str>,
+    data: Value,
+) -> Result<Option<Seq>, SendError> {
+    if level < sess.log_level() {
+        return Ok(None);
+    }
+    let mut p = json!({"level": level.as_str(), "data": data});
+    if let Some(l) = logger {
+        p["logger"] = json!(l);
+    }
+    sess.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
+}

@@ -1,0 +1,73 @@
+//! The seam between the transport and the application (`docs/SPEC.md` §5.2).
+//!
+//! An application implements [`Host`]; the transport calls it for every
+//! JSON-RPC request it does not handle itself (`protocol/builtin.rs`) with a
+//! [`RequestContext`] (`context.rs`) that publishes on the request's own
+//! stream, sends server → client requests and awaits their responses, and
+//! observes cancellation and the log level. A [`SessionHandle`]
+//! (`handle.rs`) is a session of the 2025 revisions as the application
+//! sees it.
+
+mod context;
+mod handle;
+
+pub use crate::vocab::error::{ClientRequestError, SendError};
+pub use crate::vocab::log_level::LogLevel;
+pub use context::RequestContext;
+pub use handle::SessionHandle;
+
+pub(crate) use context::Via;
+
+use crate::vocab::jsonrpc::RpcError;
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+
+/// An MCP application behind the transport.
+pub trait Host: Send + Sync + 'static {
+    /// `serverInfo` in the `initialize` result.
+    fn server_info(&self) -> Value {
+        json!({"name": "gapless-server", "version": env!("CARGO_PKG_VERSION")})
+    }
+
+    /// `capabilities` in the `initialize` result.
+    fn capabilities(&self) -> Value;
+
+    /// Optional `instructions` in the `initialize` result.
+    fn instructions(&self) -> Option<String> {
+        None
+    }
+
+    /// Whether this application serves requests of MCP 2026-07-28, which
+    /// have no session (`docs/SPEC.md` §5.4): [`RequestContext::session`] is
+    /// `None` for them. An application that needs a session for every
+    /// request returns `false`; the endpoint then answers such requests as
+    /// a server of the 2025 revisions only does (400, no session).
+    fn serves_sessionless(&self) -> bool {
+        true
+    }
+
+    /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
+    /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
+    /// [`RequestContext::ask`] was answered, and verifies the state a retry
+    /// brings (`-32602` when it does not). An application that runs its own
+    /// rounds (it builds its input-required results and reads
+    /// `inputResponses` and `requestState` from the params itself, as an
+    /// rmcp handler does) returns `false`: the params reach it untouched,
+    /// and an `ask` on such a request finds no earlier answers.
+    fn seals_request_state(&self) -> bool {
+        true
+    }
+
+    /// Handles one request; the result (or error) becomes the response.
+    fn handle(
+        &self,
+        method: String,
+        params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+
+    /// Called for every client notification but `notifications/cancelled`
+    /// (which the transport handles: it cancels the request's context),
+    /// `notifications/initialized` included.
+    fn on_notification(&self, _method: &str, _params: &Value, _session: &SessionHandle) {}
+}
