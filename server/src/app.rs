@@ -2,7 +2,7 @@
 //! once from the builder's parts ([`build`]). Only the layers above it
 //! (`http/`, `operator/`, `lib.rs`, `serve.rs`) name it.
 
-use crate::backend::Backend;
+use crate::backend::{Backend, RedisStore};
 use crate::host::Host;
 use crate::protocol::Protocol;
 use crate::session::fairness::Fairness;
@@ -95,7 +95,7 @@ pub(crate) fn build(
     mut config: ServerConfig,
     path: &str,
     identity: Option<IdentityFn>,
-    store: Option<(gapless_redis::RedisStore, String)>,
+    store: Option<(RedisStore, String)>,
 ) -> Result<Arc<AppState>, BuildError> {
     let path = normalize_path(path)?;
     // Where sessions and tasks live is decided here, once.

@@ -107,7 +107,7 @@ impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpServer")
             .field("path", &self.state.path)
-            .field("hub", &self.state.sessions.hub)
+            .field("hub", &self.state.sessions.shared.hub)
             .finish()
     }
 }
@@ -188,7 +188,7 @@ impl McpServer {
     /// The session hub (for tests and applications that publish outside a
     /// request).
     pub fn hub(&self) -> &Arc<Hub> {
-        &self.state.sessions.hub
+        &self.state.sessions.shared.hub
     }
 
     /// The axum router serving the endpoint: `P`, `P/session/{id}/upgrade`

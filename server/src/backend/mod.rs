@@ -30,7 +30,7 @@ mod store;
 pub(crate) mod tasks;
 
 pub(crate) use feed::Feed;
-pub(crate) use gapless_redis::{StoreError, StoreFigures};
+pub(crate) use gapless_redis::{RedisStore, StoreError, StoreFigures};
 pub(crate) use store::{OpenError, SessionStore};
 
 use crate::vocab::error::{ApiError, SendError};
@@ -123,11 +123,7 @@ impl Backend {
     /// Cluster mode on `store` (announcements from the Redis at `url`).
     /// The local replicas' rings (`ring`) grow by the prefix each of their
     /// events carries.
-    pub(crate) fn cluster(
-        store: gapless_redis::RedisStore,
-        url: &str,
-        ring: &mut RingConfig,
-    ) -> Result<Self, StoreError> {
+    pub(crate) fn cluster(store: RedisStore, url: &str, ring: &mut RingConfig) -> Result<Self, StoreError> {
         ring.byte_budget = ring.byte_budget.saturating_add(cluster::PREFIX.saturating_mul(ring.capacity));
         Ok(Backend::Cluster(Arc::new(cluster::Cluster::new(store, url)?)))
     }

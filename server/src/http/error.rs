@@ -117,16 +117,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_redeem_of_a_rewritten_cursor_is_refused_as_its_resume_is() {
-        let e = gapless_redis::RedeemError::HistoryRewritten { cursor: id(1, 5), head: Seq(3) };
-        let (s, b, _) = sent(e.into()).await;
-        assert_eq!((s, field(&b, "error").as_str()), (409, Some("history_rewritten")));
-        assert_eq!((field(&b, "cursor"), field(&b, "head")), (&json!("00ab34ff9c01de77_1-5"), &json!(3)));
-        let (s, b, _) = sent(gapless_redis::RedeemError::Ticket(TicketError::Expired).into()).await;
-        assert_eq!((s, field(&b, "error").as_str()), (403, Some("ticket_invalid")));
-    }
-
-    #[tokio::test]
     async fn tickets_sessions_and_transport_refusals() {
         for t in [TicketError::Unknown, TicketError::Foreign, TicketError::Redeemed, TicketError::Expired] {
             let (s, b, _) = sent(t.into()).await;

@@ -10,7 +10,7 @@
 use crate::app::AppState;
 use crate::backend::Feed;
 use crate::protocol::dispatch_2025::{handle_notification, start_request, Call, RequestStream};
-use crate::session::{Lane, SessionState};
+use crate::session::{Claim, Lane, SessionState};
 use crate::vocab::bucket::TokenBucket;
 use crate::vocab::error::ApiError;
 use crate::vocab::identity::Caller;
@@ -125,12 +125,22 @@ fn encode(sess: &SessionState, e: &Event) -> Message {
     Message::Text(text.into())
 }
 
+/// What the socket's loop does next: go on, or close (with the closing
+/// frame to send, `None` when the peer is gone).
+enum Step {
+    Go,
+    Close(Option<Message>),
+}
+
+type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
+type Source = futures_util::stream::SplitStream<WebSocket>;
+
 async fn run_socket(
     state: Arc<AppState>,
     sess: Arc<SessionState>,
     ws: WebSocket,
     mut sub: Feed,
-    attach: (u64, tokio_util::sync::CancellationToken),
+    attach: Claim,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let _guard = sess.hub.connect(&sess.session);
@@ -139,87 +149,117 @@ async fn run_socket(
     let (gen, ended) = attach;
     let mut control = ControlBudget::new(sess.config.max_socket_pings_per_sec);
     let closing: Option<Message> = loop {
-        tokio::select! {
+        let step = tokio::select! {
             item = sub.recv() => match item {
-                Some(Ok(first)) => {
-                    let mut batch = vec![first];
-                    let mut after: Option<Result<(), gapless::Lagged>> = None;
-                    while batch.len() < BATCH {
-                        match sub.try_recv() {
-                            Ok(Next::Event(e)) => batch.push(e),
-                            Ok(Next::Pending) => break,
-                            Ok(Next::End) => {
-                                after = Some(Ok(()));
-                                break;
-                            }
-                            Err(lag) => {
-                                after = Some(Err(lag));
-                                break;
-                            }
-                        }
-                    }
-                    // Cluster mode: the store records the batch delivered
-                    // before it is sent (`docs/SPEC.md` §8.3), each stream's
-                    // last event of it.
-                    if !mark_ahead(&sess, &batch).await {
-                        break Some(close_frame(close::SESSION_ENDED, "the session store is unavailable".into()));
-                    }
-                    let mut ok = true;
-                    for e in &batch {
-                        if tx.feed(encode(&sess, e)).await.is_err() {
-                            ok = false;
-                            break;
-                        }
-                    }
-                    if !ok || tx.flush().await.is_err() {
-                        break None; // the peer is gone; nothing counts as delivered
-                    }
-                    let reader = sess.session.reader();
-                    for e in &batch {
-                        reader.mark_delivered(e);
-                    }
-                    match after {
-                        Some(Err(lag)) => break Some(fell_behind(lag)),
-                        Some(Ok(())) => break Some(close_frame(close::SESSION_ENDED, "session ended".into())),
-                        None => {}
-                    }
-                }
-                Some(Err(lag)) => break Some(fell_behind(lag)),
-                None => break Some(close_frame(close::SESSION_ENDED, "session ended".into())),
+                Some(Ok(first)) => send_batch(&sess, &mut tx, &mut sub, first).await,
+                Some(Err(lag)) => Step::Close(Some(fell_behind(lag))),
+                None => Step::Close(Some(close_frame(close::SESSION_ENDED, "session ended".into()))),
             },
-            frame = rx.next() => match frame {
-                Some(Ok(Message::Text(t))) => {
-                    if let Err(reason) = handle_frame(&state, &sess, t.as_bytes()).await {
-                        break Some(close_frame(close::BAD_FRAME, reason));
-                    }
-                }
-                Some(Ok(Message::Binary(_))) => break Some(close_frame(close::BAD_FRAME, "binary frames are not accepted".into())),
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
-                    // Each ping queues a pong for a peer that may never
-                    // read it: bounded by rate (and the write buffer).
-                    if !control.take() {
-                        break Some(close_frame(close::POLICY, "too many pings".into()));
-                    }
-                }
-                Some(Ok(Message::Close(_))) | None => break None,
-                Some(Err(e)) => {
-                    let reason: String = format!("bad frame: {e}").chars().take(100).collect();
-                    break Some(close_frame(close::BAD_FRAME, reason));
-                }
-            },
+            frame = rx.next() => on_frame(&state, &sess, frame, &mut control).await,
             // The connection token is a child of the server's: tell apart.
-            _ = ended.cancelled() => break Some(if shutdown.is_cancelled() {
+            _ = ended.cancelled() => Step::Close(Some(if shutdown.is_cancelled() {
                 close_frame(close::SHUTTING_DOWN, "server shutting down".into())
             } else {
                 close_frame(close::SESSION_ENDED, "replaced or session ended".into())
-            }),
+            })),
+        };
+        if let Step::Close(closing) = step {
+            break closing;
         }
     };
     sess.metrics.socket_closed(match &closing {
         Some(Message::Close(Some(f))) => Some(f.code),
         _ => None,
     });
-    // A peer that does not read must not hold the task (or a shutdown).
+    close_socket(tx, rx, closing).await;
+    sess.metrics.sockets_open.dec();
+    sess.detach(Lane::Socket, gen);
+}
+
+/// Sends `first` and what is ready after it (up to [`BATCH`] frames), once
+/// the store has recorded them delivered (cluster mode), then marks them
+/// delivered.
+async fn send_batch(sess: &SessionState, tx: &mut Sink, sub: &mut Feed, first: Event) -> Step {
+    let mut batch = vec![first];
+    let mut after: Option<Result<(), gapless::Lagged>> = None;
+    while batch.len() < BATCH {
+        match sub.try_recv() {
+            Ok(Next::Event(e)) => batch.push(e),
+            Ok(Next::Pending) => break,
+            Ok(Next::End) => {
+                after = Some(Ok(()));
+                break;
+            }
+            Err(lag) => {
+                after = Some(Err(lag));
+                break;
+            }
+        }
+    }
+    // Cluster mode: the store records the batch delivered before it is
+    // sent (`docs/SPEC.md` §8.3), each stream's last event of it.
+    if !mark_ahead(sess, &batch).await {
+        return Step::Close(Some(close_frame(
+            close::SESSION_ENDED,
+            "the session store is unavailable".into(),
+        )));
+    }
+    let mut ok = true;
+    for e in &batch {
+        if tx.feed(encode(sess, e)).await.is_err() {
+            ok = false;
+            break;
+        }
+    }
+    if !ok || tx.flush().await.is_err() {
+        return Step::Close(None); // the peer is gone; nothing counts as delivered
+    }
+    let reader = sess.session.reader();
+    for e in &batch {
+        reader.mark_delivered(e);
+    }
+    match after {
+        Some(Err(lag)) => Step::Close(Some(fell_behind(lag))),
+        Some(Ok(())) => Step::Close(Some(close_frame(close::SESSION_ENDED, "session ended".into()))),
+        None => Step::Go,
+    }
+}
+
+/// A frame the client sent (`None`: the peer is gone).
+async fn on_frame(
+    state: &AppState,
+    sess: &Arc<SessionState>,
+    frame: Option<Result<Message, axum::Error>>,
+    control: &mut ControlBudget,
+) -> Step {
+    match frame {
+        Some(Ok(Message::Text(t))) => match handle_frame(state, sess, t.as_bytes()).await {
+            Ok(()) => Step::Go,
+            Err(reason) => Step::Close(Some(close_frame(close::BAD_FRAME, reason))),
+        },
+        Some(Ok(Message::Binary(_))) => {
+            Step::Close(Some(close_frame(close::BAD_FRAME, "binary frames are not accepted".into())))
+        }
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
+            // Each ping queues a pong for a peer that may never read it:
+            // bounded by rate (and the write buffer).
+            match control.take() {
+                true => Step::Go,
+                false => Step::Close(Some(close_frame(close::POLICY, "too many pings".into()))),
+            }
+        }
+        Some(Ok(Message::Close(_))) | None => Step::Close(None),
+        Some(Err(e)) => {
+            let reason: String = format!("bad frame: {e}").chars().take(100).collect();
+            Step::Close(Some(close_frame(close::BAD_FRAME, reason)))
+        }
+    }
+}
+
+/// Sends the closing frame, if any, and closes; a peer that does not read
+/// must not hold the task (or a shutdown) longer than
+/// [`CLOSE_SEND_TIMEOUT`].
+async fn close_socket(mut tx: Sink, mut rx: Source, closing: Option<Message>) {
     let _ = tokio::time::timeout(CLOSE_SEND_TIMEOUT, async {
         if let Some(frame) = closing {
             let _ = tx.send(frame).await;
@@ -235,8 +275,6 @@ async fn run_socket(
         }
     })
     .await;
-    sess.metrics.sockets_open.dec();
-    sess.detach(Lane::Socket, gen);
 }
 
 /// Records a batch delivered in the store first (cluster mode), each

@@ -9,6 +9,7 @@
 
 use crate::backend::{Feed, StoreError};
 use crate::session::{Claim, Lane, SessionState};
+use crate::vocab::secret::SessionTag;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 use gapless::ring::{EventRef, NextBatch};
@@ -157,7 +158,7 @@ impl SseBody {
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let span = tracing::info_span!(
             "stream",
-            session = %crate::vocab::secret::SessionTag::of_id(&sess.session.id()),
+            session = %SessionTag::of_id(&sess.session.id()),
             stream = stream.0,
             framing = ?framing,
         );
@@ -197,22 +198,8 @@ impl Stream for SseBody {
         if this.held.is_none() && this.ended.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
-        if let Some((_, _, mark)) = &mut this.held {
-            return match mark.as_mut().poll(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(Ok(_)) => {
-                    let (chunk, last, _) = this.held.take().expect("held");
-                    this.undelivered = Some(last);
-                    Poll::Ready(Some(Ok(chunk)))
-                }
-                // The store cannot record the delivery: send nothing it
-                // would not know of; the client's resume is answered by the
-                // store (503 while it is down).
-                Poll::Ready(Err(e)) => {
-                    tracing::warn!(session = %crate::vocab::secret::SessionTag::of_id(&this.sess.session.id()), error = %e, "delivery not recorded; ending the stream");
-                    Poll::Ready(None)
-                }
-            };
+        if this.held.is_some() {
+            return this.poll_held(cx);
         }
         if this.finished {
             return Poll::Ready(None);
@@ -221,22 +208,66 @@ impl Stream for SseBody {
             return Poll::Ready(Some(Ok(preface)));
         }
         let mut out = BytesMut::new();
+        let last = match this.fill(cx, &mut out) {
+            Ok(last) => last,
+            Err(early) => return early,
+        };
+        let chunk = out.freeze();
+        if let Some(mark) = this.sess.store.mark_write(&this.sess.session, &[&last]) {
+            this.held = Some((chunk, last, mark));
+            // Poll the mark now: it registers the waker.
+            return this.poll_held(cx);
+        }
+        this.undelivered = Some(last);
+        Poll::Ready(Some(Ok(chunk)))
+    }
+}
+
+/// What a poll of the body yields.
+type Polled = Poll<Option<Result<Bytes, Infallible>>>;
+
+impl SseBody {
+    /// The held chunk, once the store recorded its delivery (cluster mode).
+    fn poll_held(&mut self, cx: &mut Context<'_>) -> Polled {
+        let Some((_, _, mark)) = &mut self.held else { return Poll::Ready(None) };
+        match mark.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(_)) => {
+                let (chunk, last, _) = self.held.take().expect("held");
+                self.undelivered = Some(last);
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            // The store cannot record the delivery: send nothing it would
+            // not know of; the client's resume is answered by the store
+            // (503 while it is down).
+            Poll::Ready(Err(e)) => {
+                tracing::warn!(session = %SessionTag::of_id(&self.sess.session.id()), error = %e, "delivery not recorded; ending the stream");
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    /// Writes the next chunk into `out`: the store's backlog (a cluster
+    /// resume's replay) first, one by one, then the ring's ready batches,
+    /// up to [`BATCH_BYTES`]; its last event. `Err`: what the poll yields
+    /// instead (nothing to send yet, a keep-alive, or the end).
+    #[inline]
+    fn fill(&mut self, cx: &mut Context<'_>, out: &mut BytesMut) -> Result<Event, Polled> {
         let mut last: Option<Event> = None;
-        // The store's backlog (a cluster resume's replay) first, one by one.
         while out.len() < BATCH_BYTES {
-            let Some(e) = this.sub.pop_backlog() else { break };
-            encode(&mut out, &mut this.ids, &this.sess, e.view(), this.retry_ms, this.framing);
+            let Some(e) = self.sub.pop_backlog() else { break };
+            encode(out, &mut self.ids, &self.sess, e.view(), self.retry_ms, self.framing);
             last = Some(e);
         }
         // Then the ring: batches borrowed from its chunks, encoded without a
         // reference count per event, each cut where the write's payload
         // bytes run out.
         while out.len() < BATCH_BYTES {
-            let Some(sub) = this.sub.live_mut() else {
+            let Some(sub) = self.sub.live_mut() else {
                 if last.is_none() {
-                    return Poll::Ready(None);
+                    return Err(Poll::Ready(None));
                 }
-                this.finished = true;
+                self.finished = true;
                 break;
             };
             let max = BATCH_BYTES - out.len();
@@ -267,40 +298,32 @@ impl Stream for SseBody {
                         if out.is_empty() { need } else { need.max((BATCH_BYTES - out.len()).min(4 * need)) };
                     out.reserve(room);
                     for e in batch.iter() {
-                        encode(&mut out, &mut this.ids, &this.sess, e, this.retry_ms, this.framing);
+                        encode(out, &mut self.ids, &self.sess, e, self.retry_ms, self.framing);
                     }
                     last = Some(batch.last().to_event());
                 }
                 // Fell behind eviction: end the stream; the client's resume
                 // gets the explicit 409 with the numbers.
                 Poll::Ready(Some(Err(lag))) if last.is_none() => {
-                    tracing::info!(session = %crate::vocab::secret::SessionTag::of_id(&this.sess.session.id()), ?lag, "SSE reader fell behind eviction");
-                    return Poll::Ready(None);
+                    tracing::info!(session = %SessionTag::of_id(&self.sess.session.id()), ?lag, "SSE reader fell behind eviction");
+                    return Err(Poll::Ready(None));
                 }
-                Poll::Ready(None) if last.is_none() => return Poll::Ready(None),
+                Poll::Ready(None) if last.is_none() => return Err(Poll::Ready(None)),
                 // The end (or a lag) after events: send them, then stop.
                 Poll::Ready(_) => {
-                    this.finished = true;
+                    self.finished = true;
                     break;
                 }
                 Poll::Pending if last.is_none() => {
-                    return match this.keepalive.poll_tick(cx) {
+                    return Err(match self.keepalive.poll_tick(cx) {
                         Poll::Ready(_) => Poll::Ready(Some(Ok(Bytes::from_static(b": keep-alive\n\n")))),
                         Poll::Pending => Poll::Pending,
-                    };
+                    });
                 }
                 Poll::Pending => break,
             }
         }
-        let last = last.expect("a chunk holds an event");
-        let chunk = out.freeze();
-        if let Some(mark) = this.sess.store.mark_write(&this.sess.session, &[&last]) {
-            this.held = Some((chunk, last, mark));
-            // Poll the mark now: it registers the waker.
-            return self.poll_next(cx);
-        }
-        this.undelivered = Some(last);
-        Poll::Ready(Some(Ok(chunk)))
+        Ok(last.expect("a chunk holds an event"))
     }
 }
 

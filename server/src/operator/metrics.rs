@@ -152,8 +152,8 @@ impl Figures {
         metrics.departed.published.add_to(&mut f.events, &mut f.bytes);
         f.evicted = metrics.departed.evicted.load(Ordering::Relaxed);
         f.evicted_bytes = metrics.departed.evicted_bytes.load(Ordering::Relaxed);
-        f.tickets_expired = state.sessions.hub.tickets_expired();
-        let ring = state.sessions.hub.config().ring;
+        f.tickets_expired = state.sessions.shared.hub.tickets_expired();
+        let ring = state.sessions.shared.hub.config().ring;
         let states = state.sessions.all();
         for c in &states {
             c.published.add_to(&mut f.events, &mut f.bytes);

@@ -6,7 +6,6 @@
 
 use super::fairness::ClientSlot;
 use super::lanes::{Claim, Lane, Lanes};
-use super::table::Sessions;
 use crate::backend::{Attached, OpenError, SessionStore};
 use crate::telemetry::{Metrics, Published, TargetKind};
 use crate::vocab::change::Announcer;
@@ -32,6 +31,18 @@ use tokio_util::sync::CancellationToken;
 /// budgets count).
 pub(crate) fn json_bytes(msg: &Value) -> Bytes {
     gapless::ring::exact_bytes(serde_json::to_vec(msg).expect("JSON values serialize"))
+}
+
+/// What the state of every session on this node shares (the table holds
+/// it).
+pub(crate) struct Shared {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Cancelled on shutdown: every open stream ends.
+    pub(crate) shutdown: CancellationToken,
+    /// The server's announcements (a session's requests may announce).
+    pub(crate) changes: Announcer,
 }
 
 /// The transport's state of one session on this node.
@@ -84,23 +95,23 @@ impl SessionState {
     /// so every connection token of the session ends on shutdown too and a
     /// connection polls only its own (uncontended) token.
     pub(crate) fn new(
-        table: &Sessions,
+        shared: &Shared,
         session: Arc<Session>,
         protocol_version: String,
         client: Option<ClientSlot>,
         store: SessionStore,
     ) -> Self {
         SessionState {
-            changes: table.changes.clone(),
+            changes: shared.changes.clone(),
             published: Default::default(),
             start: session.reader().oldest().get(),
             start_evicted_bytes: session.reader().evicted_bytes(),
-            metrics: Arc::clone(&table.metrics),
+            metrics: Arc::clone(&shared.metrics),
             store,
             standalone: session.pacer(session.standalone()),
             session,
-            hub: Arc::clone(&table.hub),
-            config: Arc::clone(&table.config),
+            hub: Arc::clone(&shared.hub),
+            config: Arc::clone(&shared.config),
             protocol_version: Mutex::new(protocol_version),
             initialize_params: Mutex::new(None),
             legacy_initialized: AtomicBool::new(false),
@@ -110,7 +121,7 @@ impl SessionState {
             inflight: Mutex::new(HashMap::new()),
             lanes: Lanes::default(),
             next_request: AtomicU64::new(1),
-            closed: table.shutdown.child_token(),
+            closed: shared.shutdown.child_token(),
         }
     }
 

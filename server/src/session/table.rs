@@ -5,7 +5,7 @@
 
 use super::fairness::ClientSlot;
 use super::lanes::{Claim, Lane};
-use super::state::SessionState;
+use super::state::{SessionState, Shared};
 use crate::backend::cluster::{BusMessage, OnGone};
 use crate::backend::{Backend, Feed, SessionStore, Table, Ticketed};
 use crate::telemetry::Metrics;
@@ -21,15 +21,11 @@ use tokio_util::sync::CancellationToken;
 
 /// This node's sessions.
 pub(crate) struct Sessions {
-    pub(crate) hub: Arc<Hub>,
+    /// What every session's state shares: the hub, the limits, the
+    /// metrics, the shutdown, the announcements.
+    pub(crate) shared: Shared,
     /// Where sessions live.
     pub(crate) backend: Backend,
-    pub(crate) config: Arc<ServerConfig>,
-    pub(crate) metrics: Arc<Metrics>,
-    /// Cancelled on shutdown: every open stream ends.
-    pub(crate) shutdown: CancellationToken,
-    /// The server's announcements (a session's requests may announce).
-    pub(crate) changes: Announcer,
     states: Mutex<HashMap<SessionId, Arc<SessionState>>>,
     /// This table, for the callbacks it hands the backend.
     me: Weak<Sessions>,
@@ -38,7 +34,7 @@ pub(crate) struct Sessions {
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sessions")
-            .field("hub", &self.hub)
+            .field("hub", &self.shared.hub)
             .field("backend", &self.backend)
             .finish_non_exhaustive()
     }
@@ -54,12 +50,8 @@ impl Sessions {
         changes: Announcer,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Sessions {
-            hub,
+            shared: Shared { hub, config, metrics, shutdown, changes },
             backend,
-            config,
-            metrics,
-            shutdown,
-            changes,
             states: Mutex::default(),
             me: me.clone(),
         })
@@ -74,7 +66,7 @@ impl Sessions {
                 table.on_bus(msg);
             }
         });
-        self.backend.start(on_bus, self.shutdown.clone());
+        self.backend.start(on_bus, self.shared.shutdown.clone());
     }
 
     /// Every session's state on this node now.
@@ -102,8 +94,8 @@ impl Sessions {
         client: Option<ClientSlot>,
         params: Option<Value>,
     ) -> Result<Arc<SessionState>, ApiError> {
-        let (session, store) = self.backend.create(&self.hub, owner, version, self.on_gone()).await?;
-        let state = Arc::new(SessionState::new(self, session, version.to_owned(), client, store));
+        let (session, store) = self.backend.create(&self.shared.hub, owner, version, self.on_gone()).await?;
+        let state = Arc::new(SessionState::new(&self.shared, session, version.to_owned(), client, store));
         if let Some(p) = params {
             state.set_initialize_params(p);
         }
@@ -164,8 +156,8 @@ impl Sessions {
     /// Expires idle sessions and tickets, and drops the state of sessions
     /// the hub no longer has.
     pub(crate) fn sweep(&self) {
-        self.metrics.sessions_expired.inc_by(self.hub.sweep_idle() as u64);
-        self.hub.sweep_tickets();
+        self.shared.metrics.sessions_expired.inc_by(self.shared.hub.sweep_idle() as u64);
+        self.shared.hub.sweep_tickets();
         let dead: Vec<Arc<SessionState>> = {
             let mut states = lock(&self.states);
             let ids: Vec<SessionId> =
@@ -173,7 +165,7 @@ impl Sessions {
             ids.iter().filter_map(|id| states.remove(id)).collect()
         };
         for s in dead {
-            self.metrics.departed(&s.published, s.evicted());
+            self.shared.metrics.departed(&s.published, s.evicted());
             s.close();
         }
     }
@@ -215,12 +207,12 @@ impl Table for Sessions {
     type State = SessionState;
 
     fn hub(&self) -> &Arc<Hub> {
-        &self.hub
+        &self.shared.hub
     }
 
     /// The state of a live session visible to `owner`.
     fn local(&self, sid: &str, owner: Option<&str>) -> Option<Arc<SessionState>> {
-        let session = self.hub.get_str(sid, owner).ok()?;
+        let session = self.shared.hub.get_str(sid, owner).ok()?;
         let states = lock(&self.states);
         let s = states.get(&session.id())?;
         Arc::ptr_eq(&s.session, &session).then(|| Arc::clone(s))
@@ -245,7 +237,7 @@ impl Table for Sessions {
     }
 
     fn adopt(&self, session: Arc<Session>, version: String, store: SessionStore) -> Arc<SessionState> {
-        let state = Arc::new(SessionState::new(self, session, version, None, store));
+        let state = Arc::new(SessionState::new(&self.shared, session, version, None, store));
         self.insert(Arc::clone(&state));
         state
     }
@@ -257,16 +249,16 @@ impl Table for Sessions {
         let me = self.me.clone();
         Arc::new(move |session: &Arc<Session>| {
             let Some(table) = me.upgrade() else { return };
-            if table.hub.remove_exact(session) {
+            if table.shared.hub.remove_exact(session) {
                 table.remove(&session.id());
             }
         })
     }
 
     fn remove(&self, id: &SessionId) {
-        self.hub.remove(id);
+        self.shared.hub.remove(id);
         if let Some(s) = lock(&self.states).remove(id) {
-            self.metrics.departed(&s.published, s.evicted());
+            self.shared.metrics.departed(&s.published, s.evicted());
             s.close();
         }
     }

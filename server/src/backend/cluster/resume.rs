@@ -309,3 +309,23 @@ impl From<gapless_redis::RedeemError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::vocab::error::ApiError;
+    use gapless::session::TicketError;
+    use gapless::{EventId, Namespace, Seq, StreamId};
+    use gapless_redis::RedeemError;
+    use serde_json::json;
+
+    #[test]
+    fn a_redeem_of_a_rewritten_cursor_is_refused_as_its_resume_is() {
+        let cursor = EventId::new(Namespace(0x00ab_34ff_9c01_de77), StreamId(1), Seq(5));
+        let e = ApiError::from(RedeemError::HistoryRewritten { cursor, head: Seq(3) });
+        let b = e.body();
+        assert_eq!((e.status().as_u16(), &b["error"]), (409, &json!("history_rewritten")));
+        assert_eq!((&b["cursor"], &b["head"]), (&json!("00ab34ff9c01de77_1-5"), &json!(3)));
+        let e = ApiError::from(RedeemError::Ticket(TicketError::Expired));
+        assert_eq!((e.status().as_u16(), &e.body()["error"]), (403, &json!("ticket_invalid")));
+    }
+}
