@@ -50,7 +50,7 @@ impl AppState {
     }
 }
 
-/// Why [`McpServerBuilder::build`] refused a configuration.
+/// Why [`McpServerBuilder::build`](crate::McpServerBuilder::build) refused a configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BuildError {
     /// The ring bounds are invalid.

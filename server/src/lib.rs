@@ -61,6 +61,43 @@
 //!
 //! The bundled binary (crate `gapless-server-bin`: the demo tools, the
 //! conformance fixtures and the command line) is one such application.
+//!
+//! # How the crate is laid out
+//!
+//! Each folder of `src/` is a layer, and a layer imports only the layers
+//! below it (`tests/architecture.rs` checks it; `ARCHITECTURE.md` has the
+//! table):
+//!
+//! | rank | layer | what it holds |
+//! |---|---|---|
+//! | 0 | `vocab/` | JSON-RPC shapes, configuration, the error types, identity, the sealed `requestState`, log levels, announced changes, header names, the lock helper, the session tag of logs |
+//! | 1 | `telemetry/` | the counters |
+//! | 2 | `backend/` | where sessions and tasks live: in process, or a cluster's Redis store; the one place that asks which |
+//! | 3 | `session/` | a 2025-era session's transport state, and the table of them |
+//! | 4 | `tasks/` | the tasks extension |
+//! | 5 | `sessionless/` | MCP 2026-07-28 without a session: era, declarations, the exchange with a response |
+//! | 6 | `host/` | the application seam: [`Host`], [`RequestContext`], [`SessionHandle`] |
+//! | 7 | `protocol/` | the JSON-RPC dispatch of both eras; every method the transport answers itself |
+//! | 8 | `app.rs` | the composition root: what the routes share |
+//! | 9, 10 | `operator/`, `http/` | the operator's pages; the routes |
+//! | 11, 12 | `serve.rs`, `lib.rs` | the accept loop; this builder |
+//!
+//! A 2025-era `tools/call` that streams, followed down the layers:
+//! `http/guard.rs` checks the request and resolves the caller;
+//! `http/endpoint/mod.rs` reads the body and sees a session's message;
+//! `http/endpoint/post_2025.rs` finds the session (`session/table.rs`, which
+//! asks the backend to attach it when this node has none) and opens the
+//! request's stream (`backend/store.rs`: on the ring, or in the store);
+//! `protocol/dispatch_2025.rs` primes the stream and runs the application's
+//! [`Host::handle`] with a [`RequestContext`], whose notifications and
+//! response are published on the stream (`session/state.rs`, then
+//! `backend/store.rs`, then the engine's `Session::publish`); the response
+//! is `http/sse.rs`'s body, reading the engine's subscription and recording
+//! delivery as hyper takes each chunk. A resume with `Last-Event-ID` goes
+//! from `http/endpoint/mod.rs` to `session/table.rs`, where the backend
+//! decides it (`backend/local.rs`: the engine's decision table;
+//! `backend/cluster/resume.rs`: the store's) and the same body replays and
+//! goes live.
 #![deny(missing_docs)]
 
 mod app;

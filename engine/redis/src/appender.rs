@@ -6,7 +6,9 @@
 //! numbered, and the store writes a batch only after its predecessor, so
 //! pipelining never reorders events.
 
-use crate::store::{random_u64, AppendError, Appended, Guarded, RedisStore};
+use crate::client::{random_u64, RedisStore};
+use crate::error::{AppendError, Guarded};
+use crate::model::Appended;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesOrdered, StreamExt as _};
@@ -266,7 +268,7 @@ fn fail_where(items: Vec<Item>, mut hit: impl FnMut(&Item) -> bool, e: &AppendEr
 
 #[cfg(test)]
 mod tests {
-    use crate::store::Guarded;
+    use crate::error::Guarded;
     use crate::testing::RedisServer;
     use crate::{AppendError, RedisStore, StoreConfig};
     use bytes::Bytes;

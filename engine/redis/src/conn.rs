@@ -121,7 +121,7 @@ impl Conn {
                 let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
                 match c.route_command(cmd, routing).await? {
                     Value::Map(answers) => {
-                        answers.into_iter().map(|(node, v)| Ok((crate::store::text(&node)?, v))).collect()
+                        answers.into_iter().map(|(node, v)| Ok((crate::reply::text(&node)?, v))).collect()
                     }
                     other => {
                         Err(StoreError::Protocol(format!("expected one answer per master, got {other:?}")))

@@ -2,7 +2,8 @@
 //! ([`RedisFacts`], `lua/facts.lua`), and what a granted resume replays
 //! ([`ReplayPlan`]).
 
-use crate::store::{hex, int, text, StoreError};
+use crate::error::StoreError;
+use crate::reply::{hex, int, text};
 use gapless::ring::gap::{self, FirstRetained, Pending, StreamMarks};
 use gapless::ring::{SnapshotError, StreamInfo};
 use gapless::session::{Entry, SessionFacts};

@@ -32,23 +32,26 @@
 //! ```
 
 mod appender;
+mod client;
 mod conn;
-mod durable;
+mod error;
 mod facts;
 mod keys;
+mod model;
 mod nodes;
 mod notify;
+mod reply;
 mod scripts;
-mod store;
+mod session;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use appender::{Appender, MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
+pub use client::{RedisStore, StoreConfig, StoreFigures, DEFAULT_PREFIX};
+pub use error::{AppendError, RedeemError, ReplayError, StoreError};
 pub use facts::{RedisFacts, ReplayPlan};
+pub use model::{Appended, Attach, Position, StoredEvent, StoredSession, Tail, TailEntry};
 pub use notify::{Notifier, Watch};
-pub use store::{
-    AppendError, Appended, Attach, Position, RedeemError, RedisStore, ReplayError, StoreConfig, StoreError,
-    StoreFigures, StoredEvent, StoredSession, Tail, TailEntry, DEFAULT_PREFIX, REPLAY_CHUNKS,
-};
+pub use session::REPLAY_CHUNKS;
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

@@ -4,9 +4,11 @@
 //! dead node left open with an explicit error and ends its stream, in one
 //! script per request ([`RedisStore::reap`]).
 
-use crate::durable::Write;
+use crate::client::durable::Write;
+use crate::client::RedisStore;
+use crate::error::StoreError;
 use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock};
-use crate::store::{Orphaned, RedisStore, StoreError};
+use crate::model::Orphaned;
 use gapless::{SessionId, StreamId};
 use redis::AsyncCommands as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,19 +18,6 @@ fn now_ms() -> u64 {
 }
 
 impl RedisStore {
-    pub(crate) async fn cmd<T: redis::FromRedisValue>(&self, cmd: &mut redis::Cmd) -> Result<T, StoreError> {
-        let mut c = self.conn.clone();
-        self.bounded(cmd.query_async(&mut c)).await
-    }
-
-    pub(crate) async fn cmd_pipe<T: redis::FromRedisValue>(
-        &self,
-        pipe: &redis::Pipeline,
-    ) -> Result<T, StoreError> {
-        let mut c = self.conn.clone();
-        self.bounded(pipe.query_async(&mut c)).await
-    }
-
     /// Renews node `node`'s lease for `ttl` (call it several times per `ttl`).
     pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<(), StoreError> {
         let p = &self.config.prefix;

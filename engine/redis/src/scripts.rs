@@ -92,3 +92,36 @@ impl Scripts {
         ]
     }
 }
+
+/// Takes a place in a bounded set (one key): drops the expired members,
+/// then adds `id` unless the set is full. ARGV: now ms, max, id, expiry ms.
+const RESERVE: &str = "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[4], ARGV[3])
+local ttl = tonumber(ARGV[4]) - tonumber(ARGV[1])
+if ttl > 0 and redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1";
+
+/// Replaces a record if it is still `old` (ARGV[1]) with `new` (ARGV[2]),
+/// keeping its expiry. Idempotent: a record that is `new` already (this
+/// write, retried) is done too. 1: replaced; 0: it changed meanwhile; -1:
+/// gone.
+const REPLACE: &str = "local v = redis.call('GET', KEYS[1])
+if v == false then return -1 end
+if v == ARGV[2] then return 1 end
+if v ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+return 1";
+
+/// The task records' scripts (`tasks.rs`).
+pub(crate) struct TaskScripts {
+    pub(crate) reserve: Script,
+    pub(crate) replace: Script,
+}
+
+impl TaskScripts {
+    pub(crate) fn new() -> Self {
+        TaskScripts { reserve: Script::new(RESERVE), replace: Script::new(REPLACE) }
+    }
+}

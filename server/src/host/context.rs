@@ -34,7 +34,8 @@ pub(crate) enum Via {
         /// Pacing handle of the request's own stream.
         stream: Pacer,
     },
-    /// A stateless request (2026-07-28): its response stream, no ring.
+    /// A request without a session (2026-07-28): its response stream, no
+    /// ring.
     Exchange(Arc<crate::sessionless::exchange::Exchange>),
 }
 

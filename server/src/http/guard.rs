@@ -141,9 +141,9 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     // The endpoint's POST checks the version once it has read the body: a
     // request of 2026-07-28 answers an unknown one with that revision's
     // error. A GET or DELETE of that revision reaches the endpoint (405).
-    let modern = header(req.headers(), PROTOCOL_VERSION)
+    let sessionless = header(req.headers(), PROTOCOL_VERSION)
         .is_some_and(|v| MODERN_VERSIONS.contains(&v.trim()) && state.protocol.host.serves_sessionless());
-    if route != Route::Endpoint || !(post || modern) {
+    if route != Route::Endpoint || !(post || sessionless) {
         check_version(req.headers(), matches!(route, Route::LegacySse | Route::LegacyMessages))?;
     }
     let (parts, body) = std::mem::take(req).into_parts();
@@ -153,7 +153,7 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     // session id (and not of 2026-07-28, which has no `initialize`), or a
     // legacy GET without `sessionId`.
     let creates = match route {
-        Route::Endpoint => post && !modern && req.headers().get(SESSION_HEADER).is_none(),
+        Route::Endpoint => post && !sessionless && req.headers().get(SESSION_HEADER).is_none(),
         Route::LegacySse => {
             !req.uri().query().unwrap_or("").split('&').any(|kv| kv.starts_with("sessionId="))
         }

@@ -1,9 +1,10 @@
-//! The HTTP side: the router, the request guard every route passes through,
-//! and one file per route.
+//! The HTTP side: the router, the request guard every route passes through
+//! (`guard.rs`), a refusal as a response (`error.rs`), and one file or
+//! folder per route.
 //!
 //! | route | file |
 //! |---|---|
-//! | `P` (POST, GET, DELETE) | `endpoint.rs` (SSE bodies in `sse.rs`); a POST of MCP 2026-07-28 in `modern.rs` |
+//! | `P` (POST, GET, DELETE) | `endpoint/` (a session's POST in `post_2025.rs`, a POST of MCP 2026-07-28 in `post_2026.rs`; SSE bodies in `sse.rs`) |
 //! | `P/session/{id}/upgrade` (POST) | `upgrade.rs` |
 //! | `P/ws` (WebSocket) | `socket.rs` |
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |

@@ -362,7 +362,7 @@ impl Tasks {
     async fn record(&self, id: &str, outcome: Result<Value, RpcError>) {
         let mut wait = Duration::from_millis(100);
         loop {
-            match self.finish(id, outcome.clone()).await {
+            match self.try_record(id, outcome.clone()).await {
                 Ok(_) => return,
                 Err(e) => {
                     tracing::warn!(task = id, error = %e.0, "task outcome not recorded yet; trying again");
@@ -385,7 +385,7 @@ impl Tasks {
     /// Records the work's outcome, unless the task reached a terminal
     /// status already (cancelled). A result larger than
     /// `max_task_result_bytes` fails the task instead.
-    async fn finish(&self, id: &str, outcome: Result<Value, RpcError>) -> Result<Lookup, StoreError> {
+    async fn try_record(&self, id: &str, outcome: Result<Value, RpcError>) -> Result<Lookup, StoreError> {
         let max = self.limits.max_result_bytes;
         let outcome = match outcome {
             Ok(v) if v.to_string().len() > max => Err(RpcError::new(

@@ -93,7 +93,7 @@ impl ApiError {
     }
     /// 405 for a GET or DELETE of MCP 2026-07-28, which has neither a
     /// standalone stream nor sessions (`docs/SPEC.md` §5.4).
-    pub(crate) fn modern_post_only() -> Self {
+    pub(crate) fn sessionless_post_only() -> Self {
         let mut e = Self::new(
             ErrorKind::MethodNotAllowed,
             "MCP 2026-07-28 serves POST only: it has no standalone stream and no sessions",

@@ -82,7 +82,7 @@ fn of_2026(state: &AppState, req: &Request) -> bool {
 
 async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     if of_2026(&state, &req) {
-        return Err(ApiError::modern_post_only());
+        return Err(ApiError::sessionless_post_only());
     }
     let (_, owner) = checked(&req);
     let h = req.headers();
@@ -105,7 +105,7 @@ async fn get(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
 
 async fn delete(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     if of_2026(&state, &req) {
-        return Err(ApiError::modern_post_only());
+        return Err(ApiError::sessionless_post_only());
     }
     let (_, owner) = checked(&req);
     let sid = session_header(req.headers()).ok_or_else(ApiError::missing_session)?;

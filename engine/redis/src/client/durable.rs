@@ -22,7 +22,9 @@
 //! then the write fails with [`StoreError::Unavailable`] and the caller
 //! tries again later (the write is on the primary, but not yet safe).
 
-use crate::store::{text, RedisStore, StoreError};
+use super::RedisStore;
+use crate::error::StoreError;
+use crate::reply::text;
 use redis::{Pipeline, Script, Value};
 
 use std::collections::HashSet;

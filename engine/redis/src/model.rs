@@ -1,0 +1,106 @@
+//! What the store answers with: sessions, where a follower starts, log
+//! entries, appended and stored events.
+
+use bytes::Bytes;
+use gapless::{Namespace, Seq, SessionId, StreamId};
+
+/// A session as the store knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSession {
+    /// Its id.
+    pub id: SessionId,
+    /// The namespace of this incarnation.
+    pub ns: Namespace,
+    /// The negotiated protocol version (empty until known).
+    pub version: String,
+    /// A WebSocket redeemed a ticket of it (`docs/SPEC.md` §4.3).
+    pub migrated: bool,
+}
+
+/// Where a new follower of a session (a node's local replica) starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attach {
+    /// The namespace of this incarnation.
+    pub ns: Namespace,
+    /// The newest seq: the replica's ring starts after it.
+    pub head: Seq,
+    /// Streams opened so far.
+    pub opened: StreamId,
+    /// The streams that have not ended, ascending (every other id up to
+    /// `opened` has).
+    pub live: Vec<StreamId>,
+    /// The log position to tail after.
+    pub position: Position,
+    /// The negotiated protocol version.
+    pub version: String,
+    /// A WebSocket redeemed a ticket of it.
+    pub migrated: bool,
+    /// The nonce of the event at `position`'s seq, if retained.
+    pub check: Option<u64>,
+}
+
+/// A position in a session's log: `(seq, k)` of entry id `<seq>-<k>`
+/// (events have `k == 0`, control entries `k >= 1`).
+pub type Position = (u64, u64);
+
+/// One entry a follower reads ([`RedisStore::tail`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TailEntry {
+    /// An event.
+    Event(StoredEvent),
+    /// A stream ended (after its events before this position).
+    Ended(StreamId),
+}
+
+/// What a follower read: the window's bounds then, and the entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tail {
+    /// The oldest retained seq when read.
+    pub oldest: Seq,
+    /// The newest seq when read.
+    pub head: Seq,
+    /// The incarnation read (a follower of another one must stop).
+    pub ns: Namespace,
+    /// The nonce of the event at the asked position's seq, if retained: a
+    /// follower that applied another there follows a rewritten log.
+    pub check_at: Option<u64>,
+    /// A WebSocket redeemed a ticket of the session.
+    pub migrated: bool,
+    /// Entries after the asked position, in log order, with their positions.
+    pub entries: Vec<(Position, TailEntry)>,
+}
+
+/// One appended event: its seq and its nonce (the wire id's check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The seq the store allocated.
+    pub seq: Seq,
+    /// The event's nonce.
+    pub check: u64,
+}
+
+/// One event read back from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// Its seq.
+    pub seq: Seq,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its position in the stream, from 1.
+    pub index_in_stream: u64,
+    /// Its nonce.
+    pub check: u64,
+    /// Its payload.
+    pub payload: Bytes,
+}
+
+/// What `orphan.lua` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Orphaned {
+    /// It wrote the answer and ended the stream.
+    Wrote,
+    /// The stream had ended (or its record is gone): nothing written.
+    Done,
+    /// The answer exceeds the session's byte budget: nothing written.
+    TooLarge,
+}

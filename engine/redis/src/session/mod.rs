@@ -1,0 +1,16 @@
+//! A session's operations on the store, one file per job: its life
+//! (`lifecycle.rs`), writing its log (`log.rs`), reading it (`reads.rs`),
+//! the decision table (`resume.rs`), migration tickets (`tickets.rs`),
+//! leases (`leases.rs`) and delivery marks (`marks.rs`). Each is one Lua
+//! script (or a direct read) on the session's keys, which share one hash
+//! slot (`keys.rs`).
+
+mod leases;
+mod lifecycle;
+mod log;
+mod marks;
+mod reads;
+mod resume;
+mod tickets;
+
+pub use reads::REPLAY_CHUNKS;
