@@ -123,7 +123,7 @@ impl From<StoreError> for ReplayError {
     }
 }
 
-/// Why a migration ticket was not redeemed ([`RedisStore::redeem_ticket`]).
+/// Why a migration ticket was not redeemed ([`RedisStore::redeem_ticket`](crate::RedisStore::redeem_ticket)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedeemError {
     /// Unknown (never issued, already redeemed, its session gone), expired,

@@ -43,7 +43,7 @@ pub struct Attach {
 /// (events have `k == 0`, control entries `k >= 1`).
 pub type Position = (u64, u64);
 
-/// One entry a follower reads ([`RedisStore::tail`]).
+/// One entry a follower reads ([`RedisStore::tail`](crate::RedisStore::tail)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TailEntry {
     /// An event.
