@@ -23,9 +23,11 @@
 #   gapless-wire    its unit tests (the codec's and the guard's)
 #   gapless         its unit tests and tests/{decision_table,seeds,ring}.rs
 #   gapless-server  its unit tests (the mapping's status, error and fields)
-# The server's endpoint.rs is mutated only in its refusal mapping
-# (unread_gap, live_conn): the rest is transport, tested over loopback
-# by server/bin/tests.
+# The server is mutated only in its refusal mapping: ApiError's
+# constructors and conversions (vocab/error.rs), its response form
+# (http/error.rs), and the session lookup that refuses a migrated session
+# (Sessions::live); the rest is transport, tested over loopback by
+# server/bin/tests.
 #
 # Exit status: 0 when every mutant is caught, unviable or listed as
 # equivalent; 1 otherwise (a surviving mutant, a timeout, a failed baseline).
@@ -55,7 +57,7 @@ mkdir -p "$out"
 groups=(
   "wire;gapless-wire;engine/wire/src/event_id.rs engine/wire/src/client.rs;;"
   "engine;gapless;engine/src/session/table.rs engine/src/session/resume.rs engine/src/ring/gap.rs engine/src/session/ticket.rs engine/src/session/migrate.rs;;--lib --test decision_table --test seeds --test ring"
-  "server;gapless-server;server/src/error.rs server/src/http/endpoint.rs;^server/src/error\\.rs:|^server/src/http/endpoint\\.rs:.* (unread_gap|live_conn)( |$);--lib"
+  "server;gapless-server;server/src/vocab/error.rs server/src/http/error.rs server/src/session/table.rs;^server/src/(vocab|http)/error\\.rs:.*ApiError|^server/src/session/table\\.rs:.*::live( |$);--lib"
 )
 
 diff_args=()

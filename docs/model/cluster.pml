@@ -90,7 +90,7 @@ bool answered;          /* request A's own answer was acknowledged */
 /* ---- nodes ---- */
 bool crashed0;          /* node 0 died (node 1 never does) */
 bool expired0;          /* node 0's lease ran out (it died, or only stalled) */
-/* local replicas (cluster.rs start_replica / follow): events lbase+1..lh */
+/* local replicas (backend/cluster/replica.rs start_replica / follow): events lbase+1..lh */
 bool lvalid[2];
 byte lbase[2];
 byte lh[2];
@@ -242,7 +242,7 @@ proctype Faults() {
   fi
 }
 
-/* ---- request A on node 0: dispatch.rs start_request + respond ---- */
+/* ---- request A on node 0: protocol/dispatch_2025.rs start_request + respond ---- */
 proctype RequestA() {
   byte i, seq; bool ok;
   {
@@ -287,7 +287,7 @@ end_follow:
        note_seen(lh[k]);                      /* tail.lua, ARGV[3] */
        if
        :: Phead < lh[k] || (lh[k] > 0 && Pn[lh[k]] != lpn[k]) ->
-          drop(k); printf("MSC: follower %d: replica stale, dropped\n", k)   /* cluster.rs rewritten() */
+          drop(k); printf("MSC: follower %d: replica stale, dropped\n", k)   /* backend/cluster/replica.rs rewritten() */
        :: else ->
           lh[k]++;                            /* apply(): one entry */
           LN(k, lh[k]) = Pn[lh[k]];
@@ -379,7 +379,7 @@ live:
   od;
 
 resume:
-  /* endpoint.rs / http/cluster.rs resume_lane, with Last-Event-ID = cursor */
+  /* session/table.rs resume_lane, backend/cluster/resume.rs resume_stream, with Last-Event-ID = cursor */
   if
   :: cn == 0 -> outcome = NOCURSOR; goto done   /* no event yet: the POST just failed */
   :: else -> skip

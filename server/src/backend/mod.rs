@@ -17,7 +17,7 @@
 //! |---|---|
 //! | publishing, answering a request, opening and ending streams, an event's wire id, the delivery mark of each write, server → client request ids, the registration of running requests | [`SessionStore`], one per session (`store.rs`) |
 //! | creating, attaching, deleting a session; resumes, the standalone stream, migration tickets | [`Backend`]'s methods, `local.rs` and `cluster/` |
-//! | where task records live | [`Backend::task_store`] (`tasks/`) |
+//! | where task records live | [`Backend::task_store`] (`task_store/`) |
 //!
 //! The layer above (the session table, `session/`) is reached through two
 //! traits, [`Table`] and [`Attached`], so that this layer names nothing
@@ -27,7 +27,7 @@ pub(crate) mod cluster;
 mod feed;
 mod local;
 mod store;
-pub(crate) mod tasks;
+pub(crate) mod task_store;
 
 pub(crate) use feed::Feed;
 pub(crate) use gapless_redis::{RedisStore, StoreError, StoreFigures};
@@ -151,10 +151,12 @@ impl Backend {
     }
 
     /// Where task records live: this process, or the cluster's store.
-    pub(crate) fn task_store(&self) -> Arc<dyn tasks::TaskStore> {
+    pub(crate) fn task_store(&self) -> Arc<dyn task_store::TaskStore> {
         match self {
-            Backend::Local => Arc::new(tasks::MemoryTasks::new()),
-            Backend::Cluster(c) => Arc::new(tasks::RedisTasks { store: c.store.clone(), me: c.node.clone() }),
+            Backend::Local => Arc::new(task_store::MemoryTasks::new()),
+            Backend::Cluster(c) => {
+                Arc::new(task_store::RedisTasks { store: c.store.clone(), me: c.node.clone() })
+            }
         }
     }
 

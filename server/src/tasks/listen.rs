@@ -3,7 +3,7 @@
 //! it is and at every change, to its terminal status.
 
 use super::{now_ms, visible, wire, Tasks};
-use crate::backend::tasks::{Lookup, Status};
+use crate::backend::task_store::{Lookup, Status};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;

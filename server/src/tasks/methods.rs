@@ -3,7 +3,7 @@
 //! section's table.
 
 use super::{declares, not_found, now_ms, required, unavailable, visible, wire, Tasks};
-use crate::backend::tasks::{Lookup, Record, Status};
+use crate::backend::task_store::{Lookup, Record, Status};
 use crate::vocab::jsonrpc::RpcError;
 use serde_json::{json, Map, Value};
 

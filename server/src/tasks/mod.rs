@@ -27,7 +27,7 @@ mod wire;
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
-use crate::backend::tasks::{CreateError, Lookup, Record, Status, StoreError, TaskStore};
+use crate::backend::task_store::{CreateError, Lookup, Record, Status, StoreError, TaskStore};
 use crate::vocab::jsonrpc::{code, RpcError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! A task as the wire has it (`Task`, `DetailedTask`), and its timestamps.
 
-use crate::backend::tasks::{Record, Status};
+use crate::backend::task_store::{Record, Status};
 use crate::vocab::jsonrpc::code;
 pub(crate) use crate::vocab::time::now_ms;
 use serde_json::{json, Map, Value};

@@ -165,7 +165,7 @@ impl TaskStore for MemoryTasks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::tasks::Status;
+    use crate::backend::task_store::Status;
     use serde_json::Map;
 
     fn record(id: &str, owner: Option<&str>, ttl_ms: Option<u64>) -> Record {
