@@ -10,7 +10,7 @@
 #[path = "../../engine/tests/support/layering.rs"]
 mod layering;
 
-use layering::Graph;
+use layering::{assert_caught, standard_violations, Graph};
 use std::path::Path;
 
 /// Each layer's rank: a module may import its own layer and lower ranks.
@@ -48,11 +48,7 @@ fn graph() -> Graph {
 
 /// Every rule, as the list of what breaks it.
 fn violations(g: &Graph) -> Vec<String> {
-    let mut v = Vec::new();
-    if let Some(c) = g.cycle() {
-        v.push(format!("import cycle: {}", c.join(" -> ")));
-    }
-    v.extend(g.rank_violations(rank));
+    let mut v = standard_violations(g, rank, 700, 100);
     v.extend(g.names_outside("axum::", &AXUM).into_iter().map(|m| format!("{m} names axum")));
     v.extend(
         g.names_outside("gapless_redis::", &REDIS).into_iter().map(|m| format!("{m} names gapless_redis")),
@@ -62,8 +58,6 @@ fn violations(g: &Graph) -> Vec<String> {
             .into_iter()
             .map(|m| format!("{m} names the composition root")),
     );
-    v.extend(g.long_files(700).into_iter().map(|f| format!("{f} is over 700 lines")));
-    v.extend(g.long_functions(100).into_iter().map(|f| format!("{f} is over 100 lines")));
     v
 }
 
@@ -85,21 +79,14 @@ fn every_layer_is_ranked() {
 fn each_rule_catches_an_injected_violation() {
     let g = graph();
     let text = |m: &str| g.modules[m].code.clone();
-    let caught = |name: &str, module: &str, injected: String, expect: &str| {
-        let v = violations(&g.with(module, &injected));
-        assert!(v.iter().any(|x| x.contains(expect)), "{name}: expected {expect:?} in {v:#?}");
+    let caught = |module: &str, injected: String, expect: &str| {
+        assert_caught(&g, &violations, module, injected, expect)
     };
     // A cycle: the vocabulary's lock helper importing the backend, which
     // imports it.
-    caught(
-        "cycle",
-        "vocab::sync",
-        format!("{}\nuse crate::backend::Backend;\n", text("vocab::sync")),
-        "import cycle",
-    );
+    caught("vocab::sync", format!("{}\nuse crate::backend::Backend;\n", text("vocab::sync")), "import cycle");
     // A lower layer importing a higher one, in a group over two lines.
     caught(
-        "rank",
         "telemetry",
         format!(
             "{}\nuse crate::{{\n    vocab::sync::lock,\n    protocol::Protocol,\n}};\n",
@@ -109,7 +96,6 @@ fn each_rule_catches_an_injected_violation() {
     );
     // A name brought in by `use` and used as a path.
     caught(
-        "alias",
         "session::lanes",
         format!(
             "{}\nuse crate::host;\nfn f() {{ let _ = host::LogLevel::Debug; }}\n",
@@ -117,33 +103,20 @@ fn each_rule_catches_an_injected_violation() {
         ),
         "session::lanes (rank 3) imports host",
     );
+    caught("tasks::wire", format!("{}\nfn f(_: axum::Router) {{}}\n", text("tasks::wire")), "names axum");
     caught(
-        "axum",
-        "tasks::wire",
-        format!("{}\nfn f(_: axum::Router) {{}}\n", text("tasks::wire")),
-        "names axum",
-    );
-    caught(
-        "gapless_redis",
         "protocol::builtin",
         format!("{}\nfn f(_: gapless_redis::StoreConfig) {{}}\n", text("protocol::builtin")),
         "names gapless_redis",
     );
     caught(
-        "composition root",
         "protocol::listen",
         format!("{}\nfn f(_: &crate::app::AppState) {{}}\n", text("protocol::listen")),
         "names the composition root",
     );
-    caught(
-        "long file",
-        "vocab::time",
-        format!("{}{}", text("vocab::time"), "\n".repeat(700)),
-        "over 700 lines",
-    );
+    caught("vocab::time", format!("{}{}", text("vocab::time"), "\n".repeat(700)), "over 700 lines");
     let body: String = (0..100).map(|i| format!("    let _x{i} = {i};\n")).collect();
     caught(
-        "long function",
         "vocab::time",
         format!("{}\nfn long() {{\n{body}}}\n", text("vocab::time")),
         "fn long (102 lines)",

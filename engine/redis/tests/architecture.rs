@@ -11,7 +11,7 @@
 #[path = "../../tests/support/layering.rs"]
 mod layering;
 
-use layering::Graph;
+use layering::{assert_caught, standard_violations, Graph};
 use std::path::Path;
 
 fn rank(layer: &str) -> u32 {
@@ -35,14 +35,7 @@ fn graph() -> Graph {
 }
 
 fn violations(g: &Graph) -> Vec<String> {
-    let mut v = Vec::new();
-    if let Some(c) = g.cycle() {
-        v.push(format!("import cycle: {}", c.join(" -> ")));
-    }
-    v.extend(g.rank_violations(rank));
-    v.extend(g.long_files(700).into_iter().map(|f| format!("{f} is over 700 lines")));
-    v.extend(g.long_functions(100).into_iter().map(|f| format!("{f} is over 100 lines")));
-    v
+    standard_violations(g, rank, 700, 100)
 }
 
 #[test]
@@ -56,8 +49,7 @@ fn each_rule_catches_an_injected_violation() {
     let g = graph();
     let text = |m: &str| g.modules[m].code.clone();
     let caught = |module: &str, injected: String, expect: &str| {
-        let v = violations(&g.with(module, &injected));
-        assert!(v.iter().any(|x| x.contains(expect)), "expected {expect:?} in {v:#?}");
+        assert_caught(&g, &violations, module, injected, expect)
     };
     // The errors importing the client (which imports them), in a group.
     caught("error", format!("{}\nuse crate::{{client::RedisStore, keys}};\n", text("error")), "import cycle");

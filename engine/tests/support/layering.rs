@@ -525,6 +525,37 @@ impl Graph {
     }
 }
 
+/// The checks every crate's test applies: no import cycle, the rank rule,
+/// no file over `max_file` lines, no function over `max_fn`.
+pub fn standard_violations(
+    g: &Graph,
+    rank: impl Fn(&str) -> u32,
+    max_file: usize,
+    max_fn: usize,
+) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(c) = g.cycle() {
+        v.push(format!("import cycle: {}", c.join(" -> ")));
+    }
+    v.extend(g.rank_violations(rank));
+    v.extend(g.long_files(max_file).into_iter().map(|f| format!("{f} is over {max_file} lines")));
+    v.extend(g.long_functions(max_fn).into_iter().map(|f| format!("{f} is over {max_fn} lines")));
+    v
+}
+
+/// Panics unless `rules` report a violation containing `expect` once
+/// module `module`'s text is `text` (a rule shown to catch what it is for).
+pub fn assert_caught(
+    g: &Graph,
+    rules: &dyn Fn(&Graph) -> Vec<String>,
+    module: &str,
+    text: String,
+    expect: &str,
+) {
+    let v = rules(&g.with(module, &text));
+    assert!(v.iter().any(|x| x.contains(expect)), "{module}: expected {expect:?} in {v:#?}");
+}
+
 /// The top-level module of `m` (`a` of `a::b::c`).
 pub fn top(m: &str) -> &str {
     m.split("::").next().unwrap_or(m)
