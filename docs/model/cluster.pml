@@ -74,7 +74,7 @@ byte gseq[NN];
 byte gstr[NN];
 byte gprev[NN];         /* nonce of the stream's previous event when appended */
 bool gterm[NN];         /* the request's answer (or the reaper's error): ends its stream */
-bool gerr[NN];          /* the reaper's -32010 error */
+bool gerr[NN];          /* the reaper's -32090 error */
 bool gsent[NN];         /* some node sent it to the client (or tried to) */
 byte nextn;
 

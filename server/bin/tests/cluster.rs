@@ -392,7 +392,7 @@ async fn a_killed_node_leaves_no_request_unanswered() {
     assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what it published, once, in order");
     let answer = answer.expect("an answer for the orphaned request");
     assert_eq!(answer["id"], json!(7));
-    assert_eq!(answer["error"]["code"], json!(-32010), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
     assert!(took < Duration::from_secs(13), "answered after {took:?}");
 }
 
@@ -957,7 +957,7 @@ async fn a_task_is_created_polled_fed_and_read_on_different_nodes() {
 }
 
 /// `kill -9` of the node running a task: another node reports it `failed`
-/// (-32010, the node stopped) once the dead node's lease has expired, within
+/// (-32090, the node stopped) once the dead node's lease has expired, within
 /// the lease (10 s) and a poll, and before that it is still `working`, never
 /// gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -980,7 +980,7 @@ async fn a_task_of_a_killed_node_is_failed_once_its_lease_expires() {
     let failed = poll_task(&b.url, &id, Duration::from_secs(20), |t| t["status"] == "failed").await;
     let took = killed.elapsed();
     assert_eq!(failed["result"]["status"], "failed", "{failed}");
-    assert_eq!(failed["result"]["error"]["code"], -32010, "{failed}");
+    assert_eq!(failed["result"]["error"]["code"], -32090, "{failed}");
     assert!(took < Duration::from_secs(12), "failed after {took:?}");
     // And it stays failed, on any node.
     let again = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;

@@ -19,8 +19,10 @@ pub mod code {
     pub const TOO_MANY_IN_FLIGHT: i64 = -32009;
     /// Cluster mode: the node running the request stopped before it
     /// answered (its lease expired); whether the request took effect is
-    /// unknown (`docs/SPEC.md` §8.5).
-    pub const REQUEST_LOST: i64 = -32010;
+    /// unknown (`docs/SPEC.md` §8.6). Gapless's own, at the far end of the
+    /// server-error range from MCP's codes (it was -32010, which the draft
+    /// SEP-2694 gives `events_gone`).
+    pub const REQUEST_LOST: i64 = -32090;
     /// MCP 2026-07-28 `HeaderMismatch`: a request header (`MCP-Protocol-Version`,
     /// `Mcp-Method`, `Mcp-Name`) is missing, malformed or differs from the body.
     pub const HEADER_MISMATCH: i64 = -32020;
@@ -30,6 +32,12 @@ pub mod code {
     /// MCP 2026-07-28 `UnsupportedProtocolVersionError`.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 }
+
+/// The JSON-RPC codes MCP's specification and its drafts give a meaning
+/// (the 2025 revisions, 2026-07-28, SEP-2164, SEP-2322, SEP-1036, the draft
+/// SEP-2694's `events_gone`): gapless's own codes stay clear of them.
+pub const MCP_CODES: [i64; 11] =
+    [-32000, -32001, -32002, -32003, -32004, -32010, -32019, -32020, -32021, -32022, -32042];
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,4 +175,19 @@ pub fn notification(method: &str, params: Value) -> Value {
 /// A request message.
 pub fn request(id: &Value, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gapless's own codes are server errors (-32000 to -32099) that no MCP
+    /// revision or draft it may serve gives another meaning.
+    #[test]
+    fn gapless_codes_do_not_collide_with_mcp_codes() {
+        for own in [code::TOO_MANY_IN_FLIGHT, code::REQUEST_LOST] {
+            assert!((-32099..=-32000).contains(&own), "{own}");
+            assert!(!MCP_CODES.contains(&own), "{own} is one of MCP's codes");
+        }
+    }
 }
