@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 const REPLAY_PAGE: usize = 1000;
 
 /// How long the standalone stream's cluster-wide claim lives unless its
-/// connection renews it (a third of it); a node that dies holding it
+/// connection renews it (every third of it); a node that dies holding it
 /// frees it after this long.
-pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(10);
+pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(3);
 
 /// The store's replay of `plan`, then the replica's events of the same
 /// target after the store's head at the decision. `Err(None)`: the window
