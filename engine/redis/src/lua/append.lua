@@ -11,20 +11,16 @@
 -- Answers {'ok', first_seq}, {'unknown'}, {'ended', stream},
 -- {'no_stream', stream}, {'too_large', index, len, budget} or
 -- {'order', last} (not the next batch of its queue: nothing written).
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
 local guard = ARGV[2]
 if guard ~= '' then
-  local t = redis.call('TYPE', KEYS[8])['ok']
-  if t ~= 'none' and t ~= 'string' then
+  local g = redis.pcall('GET', KEYS[8])
+  if failed(g) then
     return { 'corrupt', KEYS[8] }
   end
   -- No number yet (a new queue, or its key expired while it was idle):
   -- batch 1 is next; a later one is answered 'order' with 0 and sent again
   -- as 1.
-  local last, first, count = string.match(redis.call('GET', KEYS[8]) or '0 0 0', '^(%d+) (%d+) (%d+)$')
+  local last, first, count = string.match(g or '0 0 0', '^(%d+) (%d+) (%d+)$')
   last = tonumber(last or '0')
   if tonumber(guard) == last and tonumber(count) == tonumber(ARGV[1]) then
     -- The last batch written, sent again (the cluster client retries a
@@ -35,9 +31,21 @@ if guard ~= '' then
     return { 'order', last }
   end
 end
-local m = meta_get()
+local m, bad = meta_read()
+if bad then
+  return { 'corrupt', M }
+end
 if not m then
   return { 'unknown' }
+end
+-- The other keys this append writes, read first (their types checked).
+local blen = redis.pcall('LLEN', B)
+if failed(blen) then
+  return { 'corrupt', B }
+end
+local llen = redis.pcall('XLEN', L)
+if failed(llen) then
+  return { 'corrupt', L }
 end
 local n = tonumber(ARGV[1])
 local recs = {}
@@ -48,7 +56,11 @@ for k = 0, n - 1 do
     return { 'too_large', k, len, m.budget }
   end
   if not recs[sid] then
-    local r = rec_get(tonumber(sid))
+    local v = redis.pcall('HGET', S, sid)
+    if failed(v) then
+      return { 'corrupt', S }
+    end
+    local r = rec_parse(v)
     if not r then
       return { 'no_stream', sid }
     end
@@ -62,9 +74,10 @@ local events = {}
 for k = 0, n - 1 do
   events[#events + 1] = { ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k] }
 end
-local first_seq = write_events(m, recs, events)
+local first_seq = write_events(m, recs, events, blen)
 meta_put(m)
-touch(m)
+-- An empty log or lengths list may have just been created: its TTL then.
+touch_due(m, llen == 0 or blen == 0)
 if guard ~= '' then
   redis.call('SET', KEYS[8], guard .. ' ' .. fmt(first_seq) .. ' ' .. ARGV[1], 'PX', m.ttl)
 end

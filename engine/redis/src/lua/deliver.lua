@@ -7,15 +7,18 @@
 -- store's head (then recorded as lost, see note_seen): the node's replica holds
 -- an event a failover lost, and marking would count the store's other event
 -- at that seq as delivered to a client that never got it.
-local bad = wrong_type()
+local m, bad = meta_read()
 if bad then
-  return { 'corrupt', bad }
+  return { 'corrupt', M }
 end
-local m = meta_get()
 if not m then
   return { 'unknown' }
 end
-local r = rec_get(tonumber(ARGV[1]))
+local v = redis.pcall('HGET', S, ARGV[1])
+if failed(v) then
+  return { 'corrupt', S }
+end
+local r = rec_parse(v)
 if not r then
   return { 'ok', 0 }
 end
@@ -31,7 +34,10 @@ else
       note_seen(m, q)
       return { 'rewritten' }
     end
-    local e = entry_get(q)
+    local e, bad_log = entry_read(q)
+    if bad_log then
+      return { 'corrupt', L }
+    end
     if e and e['n'] ~= ARGV[4] then
       return { 'rewritten' }
     end

@@ -10,7 +10,8 @@
 --                     pv (the negotiated protocol version, '' before),
 --                     mig ('1' once a WebSocket redeemed a ticket), rw (the
 --                     highest seq a node saw that the store no longer has:
---                     lost in a failover; absent for none)
+--                     lost in a failover; absent for none), tu (when the
+--                     keys' TTLs were last refreshed, Redis's ms; touch_due)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
 --                     stream, 0 for none), n (nonce, 16 hex), p (payload).
@@ -29,20 +30,26 @@
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
 --
--- Every script checks the key types first and answers {'corrupt', key} on a
--- key of another type (another program's data under our prefix): it then
--- writes nothing.
+-- Every script checks the types of the keys it uses before it writes, and
+-- answers {'corrupt', key} on a key of another type (another program's data
+-- under our prefix): it then writes nothing. Most ask TYPE of every key
+-- (wrong_type); the hot ones (append, deliver, tail) make their own first
+-- read of each key they use under pcall (failed), at no command of its own,
+-- and refresh the keys' TTLs once an eighth of the TTL (touch_due), not at
+-- every call.
 
 local M, L, S, T, O, K, B = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 local KEEP_TOMBSTONES = 256
 local KEEP_UNDELIVERED = 256
 
+-- The type of each of a session's keys.
+local KEY_TYPES = { 'hash', 'stream', 'hash', 'hash', 'list', 'hash', 'list' }
+
 local function wrong_type()
-  local want = { 'hash', 'stream', 'hash', 'hash', 'list', 'hash', 'list' }
   for i = 1, 7 do
     local t = redis.call('TYPE', KEYS[i])['ok']
-    if t ~= 'none' and t ~= want[i] then
+    if t ~= 'none' and t ~= KEY_TYPES[i] then
       return KEYS[i]
     end
   end
@@ -64,10 +71,19 @@ local function num(v, default)
   return n
 end
 
--- The session's meta, or nil when it does not exist.
-local function meta_get()
-  local v = redis.call('HMGET', M, 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget',
-    'ttl', 'pv', 'mig', 'rw')
+-- Whether a command's answer under redis.pcall is an error: the hot
+-- scripts (append, deliver, tail) read each key they write, or read first,
+-- under pcall instead of asking every key's TYPE, so that a key of another
+-- type is refused ({'corrupt', key}) before anything is written, at no
+-- command of its own.
+local function failed(v)
+  return type(v) == 'table' and v.err ~= nil
+end
+
+local META_FIELDS = { 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget', 'ttl', 'pv',
+  'mig', 'rw', 'tu' }
+
+local function meta_parse(v)
   if not v[1] then
     return nil
   end
@@ -75,7 +91,23 @@ local function meta_get()
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
     budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1', rw = num(v[14], 0),
+    tu = num(v[15], 0),
   }
+end
+
+-- The session's meta, or nil when it does not exist.
+local function meta_get()
+  return meta_parse(redis.call('HMGET', M, unpack(META_FIELDS)))
+end
+
+-- meta_get under pcall: the meta (or nil), and true when the meta key is
+-- of another type.
+local function meta_read()
+  local v = redis.pcall('HMGET', M, unpack(META_FIELDS))
+  if failed(v) then
+    return nil, true
+  end
+  return meta_parse(v), false
 end
 
 local function meta_put(m)
@@ -141,12 +173,25 @@ local function entry_get(seq)
   return fields(r[1][2])
 end
 
+-- entry_get under pcall: the fields (or nil), and true when the log is of
+-- another type.
+local function entry_read(seq)
+  local r = redis.pcall('XRANGE', L, fmt(seq) .. '-0', fmt(seq) .. '-0')
+  if failed(r) then
+    return nil, true
+  end
+  if #r == 0 then
+    return nil, false
+  end
+  return fields(r[1][2]), false
+end
+
 -- Writes `events` ({stream, nonce, payload} each, validated by the caller:
 -- their streams' records are in `recs`, not ended, each payload within the
--- budget) at the next seqs, trimming the window by events and by bytes
+-- budget; `blen`, the lengths list's length, read by the caller) at the next seqs, trimming the window by events and by bytes
 -- exactly as the ring's Producer::publish evicts; updates `m` and the
 -- records (the caller stores `m`). Returns the first seq written.
-local function write_events(m, recs, events)
+local function write_events(m, recs, events, blen)
   local first_seq = m.head + 1
   local old_oldest = m.oldest
   -- Payload lengths of the events about to be evicted: from the lengths
@@ -159,7 +204,7 @@ local function write_events(m, recs, events)
   -- The list must hold one length per retained event. A log written
   -- without it (by an older node) is measured once, here.
   local retained = m.head >= m.oldest and m.head - m.oldest + 1 or 0
-  if redis.call('LLEN', B) ~= retained then
+  if blen ~= retained then
     redis.call('DEL', B)
     local from = fmt(m.oldest) .. '-0'
     while retained > 0 do
@@ -248,6 +293,26 @@ end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Refreshes the keys' idle TTL (touch) when `force`, or when the last
+-- refresh (meta `tu`, Redis's clock) is older than an eighth of the TTL:
+-- the hot scripts pay one TIME a call instead of seven PEXPIREs. A script
+-- forces it after a write that may have created a key (a key created since
+-- the last refresh has no TTL yet).
+local function touch_due(m, force)
+  local now = now_ms()
+  if force or now - m.tu >= m.ttl / 8 then
+    -- These scripts did not ask every key's TYPE: a key of another type
+    -- (another program's) keeps its TTL.
+    for i = 1, 7 do
+      if redis.call('TYPE', KEYS[i])['ok'] == KEY_TYPES[i] then
+        redis.call('PEXPIRE', KEYS[i], m.ttl)
+      end
+    end
+    m.tu = now
+    redis.call('HSET', M, 'tu', fmt(now))
+  end
 end
 
 -- Records that a node saw `seen` as this session's head: above the store's

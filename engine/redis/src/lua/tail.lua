@@ -7,27 +7,33 @@
 -- tell a log rewritten by a failover.
 -- where kind is 'v' (an event) or 'e' (stream `stream` ended; index, nonce
 -- and payload are empty). A session some node follows stays alive: this
--- resets its idle clock. ARGV[3]: the head the follower has (note_seen).
-local bad = wrong_type()
+-- resets its idle clock (at most once an eighth of the idle timeout,
+-- touch_due). ARGV[3]: the head the follower has (note_seen).
+local m, bad = meta_read()
 if bad then
-  return { 'corrupt', bad }
+  return { 'corrupt', M }
 end
-local m = meta_get()
 if not m then
   return { 'unknown' }
 end
-touch(m)
-note_seen(m, tonumber(ARGV[3] or '0') or 0)
 local at_seq = tonumber(string.match(ARGV[1], '^(%d+)-'))
 local at = ''
 if at_seq and at_seq > 0 then
-  local e = entry_get(at_seq)
+  local e, bad_log = entry_read(at_seq)
+  if bad_log then
+    return { 'corrupt', L }
+  end
   if e then
     at = e['n']
   end
 end
+local page = redis.pcall('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+if failed(page) then
+  return { 'corrupt', L }
+end
+note_seen(m, tonumber(ARGV[3] or '0') or 0)
+touch_due(m, false)
 local out = { 'ok', m.oldest, m.head, m.ns, at, m.mig and 1 or 0 }
-local page = redis.call('XRANGE', L, '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
 for _, it in ipairs(page) do
   local e = fields(it[2])
   local seq, k = string.match(it[1], '^(%d+)-(%d+)$')

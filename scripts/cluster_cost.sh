@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# What one delivered event costs a cluster's Redis (issue 32, BENCHMARKS.md):
+# a redis-server of this script's own on a free loopback port (no disk,
+# noeviction), one gapless-server node on it, and curl as the client, which
+# initializes a session and calls the demo's `emit_events` (64-byte
+# `payload_bytes`), reading the whole SSE response.
+#
+#   scripts/cluster_cost.sh one [N]        one stream: a sequential publisher
+#   scripts/cluster_cost.sh many [N] [S]   S sessions (default 50) at once, N events each
+#   scripts/cluster_cost.sh raw            redis-benchmark -P 1000 -c 1 XADD with the
+#                                          store's entry shape, on the same kind of Redis
+#
+# For one and many it prints events/s (load-dependent: read `uptime` beside
+# it), and what does not depend on the load: Redis commands per delivered
+# event (`INFO commandstats`, scripts' own calls included, the commonest by
+# name) and Redis CPU per event (`INFO cpu`, user + system), over the calls
+# after a warm-up (`CONFIG RESETSTAT` between). N defaults to 20 000 (one)
+# and 2 000 (many).
+#
+# SERVER=path picks the binary (default target/release/gapless-server, built
+# here). Needs redis-server, redis-cli, redis-benchmark (scripts/setup.sh
+# installs them), curl and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?usage: scripts/cluster_cost.sh one|many|raw [N] [S]}
+case $mode in
+  one) n=${2:-20000}; sessions=1 ;;
+  many) n=${2:-2000}; sessions=${3:-50} ;;
+  raw) ;;
+  *) echo "unknown mode $mode (one, many or raw)" >&2; exit 2 ;;
+esac
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+rport=$(free_port)
+redis-server --bind 127.0.0.1 --port "$rport" --dir "$work" --save '' --appendonly no \
+  --maxmemory-policy noeviction >"$work/redis.log" 2>&1 &
+pids+=($!)
+rcli() { redis-cli -p "$rport" "$@"; }
+for _ in $(seq 100); do rcli ping >/dev/null 2>&1 && break; sleep 0.05; done
+
+if [ "$mode" = raw ]; then
+  # The store's entry: s (stream), i (index), v (previous seq), n (nonce), p (payload: 64 bytes).
+  payload=$(printf 'x%.0s' $(seq 64))
+  redis-benchmark -p "$rport" -P 1000 -c 1 -n 1000000 -q \
+    XADD gapless:bench '*' s 2 i 1 v 0 n 0123456789abcdef p "$payload" | tr '\r' '\n' | grep -E 'requests per second' | tail -1
+  exit 0
+fi
+
+if [ -z "${SERVER:-}" ]; then
+  cargo build -q --release -p gapless-server-bin
+  SERVER=${CARGO_TARGET_DIR:-target}/release/gapless-server
+fi
+port=$(free_port)
+RUST_LOG=error "$SERVER" --bind "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$rport/0" >"$work/node.log" 2>&1 &
+pids+=($!)
+url=http://127.0.0.1:$port/mcp
+for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+h=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
+session() {
+  local sid
+  sid=$(curl -s -D - -o /dev/null "${h[@]}" \
+    -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cluster_cost","version":"1"}}}' \
+    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }') || true
+  [ -n "$sid" ] || { echo "no session id from the node; its log:" >&2; cat "$work/node.log" >&2; exit 1; }
+  curl -s -o /dev/null "${h[@]}" -H "mcp-session-id: $sid" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
+  echo "$sid"
+}
+call() { # sid id count -> bytes of the response
+  curl -s "${h[@]}" -H "mcp-session-id: $1" \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":$2,\"method\":\"tools/call\",\"params\":{\"name\":\"emit_events\",\"arguments\":{\"count\":$3,\"payload_bytes\":64}}}" \
+    "$url" | wc -c
+}
+sids=()
+for _ in $(seq "$sessions"); do sids+=("$(session)"); done
+for sid in "${sids[@]}"; do call "$sid" 1 100 >/dev/null; done # warm-up
+cpu() { rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { t += $2 } END { printf "%.6f", t }'; }
+rcli config resetstat >/dev/null
+c0=$(cpu)
+t0=$(date +%s.%N)
+for sid in "${sids[@]}"; do call "$sid" 2 "$n" >"$work/bytes.$sid" & done
+wait_calls() { for job in $(jobs -p); do case " ${pids[*]} " in *" $job "*) ;; *) wait "$job" ;; esac; done; }
+wait_calls
+t1=$(date +%s.%N)
+c1=$(cpu)
+for sid in "${sids[@]}"; do
+  [ "$(cat "$work/bytes.$sid")" -gt "$n" ] || { echo "a call answered too little; the node's log:" >&2; tail -20 "$work/node.log" >&2; exit 1; }
+done
+rcli info commandstats | tr -d '\r' >"$work/stats"
+python3 - "$work/stats" "$n" "$sessions" "$t0" "$t1" "$c0" "$c1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
+import re, sys
+stats, n, sessions, t0, t1, c0, c1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:8]), sys.argv[8]
+calls = {}
+for line in open(stats):
+    m = re.match(r'cmdstat_([^:]+):calls=(\d+)', line)
+    if m:
+        calls[m.group(1)] = int(m.group(2))
+events = n * sessions
+total = sum(calls.values())
+print(f"{sessions} session(s) x {n} events: {events / (t1 - t0):,.0f} events/s over {t1 - t0:.2f} s (load {load})")
+print(f"Redis commands per delivered event: {total / events:.2f} ({total} in all)")
+print("  commonest: " + ", ".join(f"{k} {v / events:.2f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
+print(f"Redis CPU per delivered event: {(c1 - c0) / events * 1e6:.2f} us (user + system)")
+EOF
