@@ -43,15 +43,18 @@ mod notify;
 mod reply;
 mod scripts;
 mod session;
+mod sync;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use appender::{Appender, MAX_BATCH_BYTES, MAX_BATCH_EVENTS};
+pub use appender::{
+    Appender, Sink, Written, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_QUEUED_BYTES, MAX_QUEUED_EVENTS,
+};
 pub use client::{RedisStore, StoreConfig, StoreFigures, DEFAULT_PREFIX};
 pub use error::{AppendError, RedeemError, ReplayError, StoreError};
 pub use facts::{RedisFacts, ReplayPlan};
-pub use model::{Appended, Attach, Position, StoredEvent, StoredSession, Tail, TailEntry};
-pub use notify::{Notifier, Watch};
+pub use model::{Appended, Attach, OwnEvent, Position, StoredEvent, StoredSession, Tail, TailEntry};
+pub use notify::{Announced, Notifier, Watch};
 pub use session::REPLAY_CHUNKS;
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

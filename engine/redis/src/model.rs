@@ -50,6 +50,23 @@ pub enum TailEntry {
     Event(StoredEvent),
     /// A stream ended (after its events before this position).
     Ended(StreamId),
+    /// An event the reading node wrote itself, without its payload
+    /// ([`RedisStore::tail_skipping`](crate::RedisStore::tail_skipping)):
+    /// the node has it from its append's answer.
+    Own(OwnEvent),
+}
+
+/// An event of the reading node's own, as a skipping tail gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnEvent {
+    /// Its seq.
+    pub seq: Seq,
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its position in the stream, from 1.
+    pub index_in_stream: u64,
+    /// Its nonce.
+    pub check: u64,
 }
 
 /// What a follower read: the window's bounds then, and the entries.
@@ -70,11 +87,14 @@ pub struct Tail {
     pub entries: Vec<(Position, TailEntry)>,
 }
 
-/// One appended event: its seq and its nonce (the wire id's check).
+/// One appended event: its seq, its index in its stream and its nonce (the
+/// wire id's check).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Appended {
     /// The seq the store allocated.
     pub seq: Seq,
+    /// Its position in its stream, from 1.
+    pub index: u64,
     /// The event's nonce.
     pub check: u64,
 }

@@ -13,10 +13,12 @@
 //! and wakes every watch as after any reconnection.
 
 use crate::keys::{bus, channel, session_of_channel};
+use crate::sync::lock;
 use futures_util::StreamExt as _;
 use gapless::SessionId;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, Notify};
@@ -28,14 +30,43 @@ enum Cmd {
 
 struct Watched {
     notify: Arc<Notify>,
+    heard: Arc<Heard>,
     count: usize,
 }
 
-type Table = Arc<Mutex<HashMap<SessionId, Watched>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// What was announced of a session since its follower last looked.
+#[derive(Debug, Default)]
+struct Heard {
+    /// The highest head announced (`0`: none).
+    head: AtomicU64,
+    /// Something else: an announcement that names no head (a stream's end,
+    /// a migration, a deletion), or a reconnection (announcements made
+    /// meanwhile were lost).
+    other: AtomicBool,
 }
+
+impl Heard {
+    fn note(&self, payload: &[u8]) {
+        match std::str::from_utf8(payload).ok().and_then(|p| p.parse::<u64>().ok()) {
+            Some(head) => drop(self.head.fetch_max(head, Ordering::AcqRel)),
+            None => self.other.store(true, Ordering::Release),
+        }
+    }
+}
+
+/// What a follower heard announced since it last looked
+/// ([`Watch::heard`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announced {
+    /// The highest head announced by an append (`None`: none).
+    pub head: Option<u64>,
+    /// Whether anything else may have changed (a stream ended, the session
+    /// migrated or went away, or the connection was re-established): the
+    /// follower must read the log.
+    pub other: bool,
+}
+
+type Table = Arc<Mutex<HashMap<SessionId, Watched>>>;
 
 /// The node's subscriber. Cloning is cheap; the task ends when the last
 /// clone and every watch are dropped.
@@ -57,6 +88,7 @@ impl fmt::Debug for Notifier {
 pub struct Watch {
     id: SessionId,
     notify: Arc<Notify>,
+    heard: Arc<Heard>,
     table: Table,
     tx: mpsc::UnboundedSender<Cmd>,
 }
@@ -72,6 +104,15 @@ impl Watch {
     /// while nobody waited).
     pub async fn changed(&self) {
         self.notify.notified().await
+    }
+
+    /// What was announced since the last call (and forgets it): a follower
+    /// whose replica has every event up to the announced head, and that
+    /// heard nothing else, need not read the log.
+    pub fn heard(&self) -> Announced {
+        let head = self.heard.head.swap(0, Ordering::AcqRel);
+        let other = self.heard.other.swap(false, Ordering::AcqRel);
+        Announced { head: (head > 0).then_some(head), other }
     }
 }
 
@@ -112,16 +153,21 @@ impl Notifier {
 
     /// Watches session `id`.
     pub fn watch(&self, id: SessionId) -> Watch {
-        let notify = {
+        let (notify, heard) = {
             let mut t = lock(&self.table);
-            let w = t.entry(id).or_insert_with(|| Watched { notify: Arc::new(Notify::new()), count: 0 });
+            let w = t.entry(id).or_insert_with(|| Watched {
+                notify: Arc::new(Notify::new()),
+                // A new watch reads the log first.
+                heard: Arc::new(Heard { head: AtomicU64::new(0), other: AtomicBool::new(true) }),
+                count: 0,
+            });
             w.count += 1;
             if w.count == 1 {
                 let _ = self.tx.send(Cmd::Subscribe(id));
             }
-            Arc::clone(&w.notify)
+            (Arc::clone(&w.notify), Arc::clone(&w.heard))
         };
-        Watch { id, notify, table: Arc::clone(&self.table), tx: self.tx.clone() }
+        Watch { id, notify, heard, table: Arc::clone(&self.table), tx: self.tx.clone() }
     }
 }
 
@@ -194,6 +240,7 @@ async fn run(
             continue;
         }
         for w in lock(&table).values() {
+            w.heard.other.store(true, Ordering::Release);
             w.notify.notify_one();
         }
         loop {
@@ -216,6 +263,7 @@ async fn run(
                     }
                     if let Some(id) = session_of_channel(&prefix, msg.get_channel_name()) {
                         if let Some(w) = lock(&table).get(&id) {
+                            w.heard.note(msg.get_payload_bytes());
                             w.notify.notify_one();
                         }
                     }

@@ -4,7 +4,10 @@ use bytes::Bytes;
 use gapless::ring::RingConfig;
 use gapless::{Seq, SessionId, StreamId};
 use gapless_redis::testing::RedisServer;
-use gapless_redis::{AppendError, Appender, RedisStore, StoreConfig, StoreError, TailEntry};
+use gapless_redis::{
+    AppendError, Appender, RedisStore, Sink, StoreConfig, StoreError, TailEntry, Written, MAX_QUEUED_EVENTS,
+};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 async fn store(redis: &RedisServer, capacity: usize, byte_budget: usize) -> RedisStore {
@@ -33,7 +36,7 @@ async fn log(s: &RedisStore, id: &SessionId) -> Vec<(u64, u64, Bytes)> {
         .into_iter()
         .filter_map(|(_, e)| match e {
             TailEntry::Event(e) => Some((e.seq.0, e.stream.0, e.payload)),
-            TailEntry::Ended(_) => None,
+            TailEntry::Ended(_) | TailEntry::Own(_) => None,
         })
         .collect()
 }
@@ -147,4 +150,142 @@ async fn redis_down_fails_the_queued_events_and_the_queue_recovers() {
             other => panic!("after the restart: {other:?}"),
         }
     }
+}
+
+/// Every event of the session's log as a skipping tail of node `origin`
+/// gives it: (seq, stream, index, nonce, whether it came as the node's own).
+async fn skipping_log(s: &RedisStore, id: &SessionId, origin: &str) -> Vec<(u64, u64, u64, u64, bool)> {
+    let t = s.tail_skipping(id, (0, 0), 1 << 20, Seq(0), origin).await.unwrap().unwrap();
+    t.entries
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            TailEntry::Event(e) => Some((e.seq.0, e.stream.0, e.index_in_stream, e.check, false)),
+            TailEntry::Own(o) => Some((o.seq.0, o.stream.0, o.index_in_stream, o.check, true)),
+            TailEntry::Ended(_) => None,
+        })
+        .collect()
+}
+
+/// Group commit: `enqueue` does not wait for the store; the sink gets every
+/// written event once, in seq order, with the index and nonce the log
+/// holds; `barrier` returns only once everything before it is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueued_events_reach_the_sink_in_order_before_the_barrier() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 100_000, 64 << 20).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let two = s.open_stream(&id).await.unwrap();
+    let got: Arc<Mutex<Vec<Written>>> = Arc::default();
+    let sink: Sink = {
+        let got = Arc::clone(&got);
+        Arc::new(move |w: &[Written]| got.lock().unwrap().extend_from_slice(w))
+    };
+    let q = Appender::for_node(s.clone(), id, "node-a".into(), Some(sink));
+    let before = script_calls(&redis).await;
+    const N: usize = 3000;
+    for i in 0..N {
+        let stream = if i % 3 == 0 { StreamId(1) } else { two };
+        q.enqueue(stream, Bytes::from(format!("e{i}"))).await.expect("queued");
+    }
+    q.barrier().await;
+    let calls = script_calls(&redis).await - before;
+    assert!(calls * 10 < N as u64, "{N} events took {calls} script calls: not batched");
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), N, "every event reached the sink once before the barrier returned");
+    let (mut one, mut other) = (0, 0);
+    for (i, w) in got.iter().enumerate() {
+        assert_eq!(w.seq, Seq(i as u64 + 1), "in seq order");
+        let (stream, index) = if i % 3 == 0 {
+            one += 1;
+            (StreamId(1), one)
+        } else {
+            other += 1;
+            (two, other)
+        };
+        assert_eq!((w.stream, w.index), (stream, index), "event {i}");
+        assert_eq!(&w.payload[..], format!("e{i}").as_bytes());
+    }
+    let stored = skipping_log(&s, &id, "node-a").await;
+    let from_sink: Vec<_> = got.iter().map(|w| (w.seq.0, w.stream.0, w.index, w.check, true)).collect();
+    assert_eq!(stored, from_sink, "the log holds what the sink got, each marked as node-a's own");
+    // Another node reads them in full.
+    assert!(skipping_log(&s, &id, "node-b").await.iter().all(|e| !e.4));
+    assert_eq!(log(&s, &id).await.len(), N);
+}
+
+/// What the store holds of a stream's enqueued events is a prefix of them:
+/// the events queued behind a refused one fail unsent, the refusal is told
+/// once, to the stream's next `enqueue`, and the stream goes on after it.
+/// Another stream's events are not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_enqueue_is_told_once_and_what_follows_it_is_not_written() {
+    const BUDGET: usize = 64 << 10;
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 100_000, BUDGET).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let two = s.open_stream(&id).await.unwrap();
+    let q = Appender::new(s.clone(), id);
+    for (stream, payload) in [
+        (two, Bytes::from_static(b"a")),
+        (StreamId(1), Bytes::from_static(b"x")),
+        (two, Bytes::from(vec![b'z'; BUDGET + 1])),
+        (two, Bytes::from_static(b"b")),
+        (StreamId(1), Bytes::from_static(b"y")),
+        (two, Bytes::from_static(b"c")),
+    ] {
+        q.enqueue(stream, payload).await.expect("queued: refusals come later");
+    }
+    q.barrier().await;
+    let payloads = |l: Vec<(u64, u64, Bytes)>| l.into_iter().map(|(_, _, p)| p).collect::<Vec<_>>();
+    assert_eq!(payloads(log(&s, &id).await), ["a", "x", "y"], "b and c were behind the refused event");
+    let r = q.enqueue(two, Bytes::from_static(b"d")).await;
+    assert!(matches!(r, Err(AppendError::PayloadTooLarge { .. })), "told to the next enqueue: {r:?}");
+    q.enqueue(StreamId(1), Bytes::from_static(b"w")).await.expect("the other stream was never refused");
+    q.enqueue(two, Bytes::from_static(b"e")).await.expect("told once");
+    q.barrier().await;
+    assert_eq!(payloads(log(&s, &id).await), ["a", "x", "y", "w", "e"], "d was refused, not queued");
+    // An ended stream: refused by the store, told once; forget drops what is
+    // left untold.
+    s.end_stream(&id, two).await.unwrap();
+    q.enqueue(two, Bytes::from_static(b"f")).await.expect("queued");
+    q.barrier().await;
+    assert_eq!(q.forget(two), Some(AppendError::StreamEnded(two)));
+    assert_eq!(q.forget(two), None);
+}
+
+/// `enqueue` waits while MAX_QUEUED_EVENTS events are unanswered: a
+/// publisher faster than the store is held back, not buffered without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_waits_while_the_queue_is_full() {
+    let redis = RedisServer::start(&[]);
+    // A timeout longer than the pause below: nothing is failed (and its
+    // room given back) meanwhile.
+    let config = StoreConfig {
+        timeout: Duration::from_secs(30),
+        ring: RingConfig::new(100_000, 64 << 20),
+        ..StoreConfig::default()
+    };
+    let s = RedisStore::connect(&redis.url(), config).await.unwrap();
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let q = Appender::new(s.clone(), id);
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    // Redis answers no client for two seconds (it lifts the pause itself).
+    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(2000).arg("ALL").query_async(&mut admin).await.unwrap();
+    for i in 0..MAX_QUEUED_EVENTS {
+        q.enqueue(StreamId(1), Bytes::from(format!("e{i}"))).await.expect("room");
+    }
+    let one_more = q.enqueue(StreamId(1), Bytes::from_static(b"over"));
+    tokio::pin!(one_more);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut one_more).await.is_err(),
+        "an enqueue past the bound returned while nothing was answered"
+    );
+    one_more.await.expect("queued once the store answered");
+    q.barrier().await;
+    assert_eq!(q.forget(StreamId(1)), None, "nothing refused");
+    assert_eq!(log(&s, &id).await.len(), MAX_QUEUED_EVENTS + 1);
 }

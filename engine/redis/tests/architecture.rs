@@ -17,7 +17,7 @@ use std::path::Path;
 fn rank(layer: &str) -> u32 {
     match layer {
         // `testing` (a redis-server child for tests) needs nothing of the store.
-        "error" | "model" | "testing" => 0,
+        "error" | "model" | "sync" | "testing" => 0,
         "reply" => 1,
         "conn" | "facts" | "keys" | "scripts" => 2,
         "client" => 3,

@@ -185,6 +185,7 @@ async fn announcements_leases_and_the_bus_reach_across_masters() {
             .map(|(_, e)| match e {
                 TailEntry::Event(e) => format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload)),
                 TailEntry::Ended(s) => format!("end {s}"),
+                TailEntry::Own(e) => format!("own {}", e.seq),
             })
             .collect();
         assert_eq!(kinds, [format!("{stream}:{{\"id\":7,\"error\":-32010}}"), format!("end {stream}")]);

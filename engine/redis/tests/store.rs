@@ -6,7 +6,7 @@ use gapless::ring::RingConfig;
 use gapless::session::{Refusal, ResumeRequest, Target};
 use gapless::{ErrorKind, EventId, Seq, SessionId, StreamId};
 use gapless_redis::testing::{free_port, RedisServer};
-use gapless_redis::{AppendError, RedisStore, StoreConfig, StoreError};
+use gapless_redis::{Announced, AppendError, RedisStore, StoreConfig, StoreError};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -308,10 +308,23 @@ async fn followers_attach_tail_and_are_woken() {
     let notifier = Notifier::start(&redis.url(), "gapless:").unwrap();
     let watch = notifier.watch(id);
     tokio::time::sleep(Duration::from_millis(200)).await; // subscribed
+    assert_eq!(watch.heard(), Announced { head: None, other: true }, "a new watch reads the log first");
+    assert_eq!(watch.heard(), Announced { head: None, other: false }, "told once");
+    // What is heard next (a wake-up may be left from the subscription).
+    let next = || async {
+        loop {
+            tokio::time::timeout(Duration::from_secs(2), watch.changed()).await.expect("woken");
+            let a = watch.heard();
+            if a != (Announced { head: None, other: false }) {
+                return a;
+            }
+        }
+    };
     let writer = store(&redis, 64, 1 << 20).await;
     writer.append(&id, &[ev(3, "c")]).await.unwrap();
+    assert_eq!(next().await, Announced { head: Some(3), other: false }, "an append names its head");
     writer.end_stream(&id, three).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(2), watch.changed()).await.expect("woken by the append");
+    assert_eq!(next().await, Announced { head: None, other: true }, "an end names no head");
     let tail = s.tail(&id, at.position, 10, Seq(0)).await.unwrap().unwrap();
     let got: Vec<_> = tail
         .entries
@@ -319,6 +332,7 @@ async fn followers_attach_tail_and_are_woken() {
         .map(|(pos, e)| match e {
             TailEntry::Event(e) => (*pos, format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload))),
             TailEntry::Ended(s) => (*pos, format!("end {s}")),
+            TailEntry::Own(e) => (*pos, format!("own {}", e.seq)),
         })
         .collect();
     assert_eq!(got, [((3, 0), "3:c".to_owned()), ((3, 1), "end 3".to_owned())]);
@@ -330,6 +344,7 @@ async fn followers_attach_tail_and_are_woken() {
     tokio::time::timeout(Duration::from_secs(5), watch.changed())
         .await
         .expect("woken after the reconnection");
+    assert!(watch.heard().other, "announcements may have been lost meanwhile");
     // The follower then reads again: the session is gone (it kept nothing).
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {

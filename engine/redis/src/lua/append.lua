@@ -2,15 +2,19 @@
 -- window by events and by bytes in the same step, exactly as the ring's
 -- Producer::publish evicts. Validates the whole batch first: a refused
 -- batch writes nothing.
--- ARGV: n, guard, then n triples (stream, nonce, payload). With a guard
--- (a batch number, '' for none) KEYS[8] holds "<number> <first seq> <n>" of
--- the last batch its queue wrote: a batch is written only if it is the next
--- one, so that batches a queue pipelines are written in its order or not at
--- all (appender.rs); the last one sent again is answered as it was, not
--- written twice. A refused batch leaves the number as it was.
--- Answers {'ok', first_seq}, {'unknown'}, {'ended', stream},
--- {'no_stream', stream}, {'too_large', index, len, budget} or
--- {'order', last} (not the next batch of its queue: nothing written).
+-- ARGV: n, guard, origin (the writing node, '' for none: each event records
+-- it, so that the node's follower need not read its own events back), then n
+-- triples (stream, nonce, payload). With a guard (a batch number, '' for
+-- none) KEYS[8] holds "<number> <first seq> <n> <indexes>" of the last batch
+-- its queue wrote: a batch is written only if it is the next one, so that
+-- batches a queue pipelines are written in its order or not at all
+-- (appender.rs); the last one sent again is answered as it was, not written
+-- twice. A refused batch leaves the number as it was.
+-- Answers {'ok', first_seq, indexes}, where indexes is "<stream>:<index>,..."
+-- (each stream of the batch, in the order it first appears, with the index
+-- in its stream of its first event of the batch), {'unknown'},
+-- {'ended', stream}, {'no_stream', stream}, {'too_large', index, len, budget}
+-- or {'order', last} (not the next batch of its queue: nothing written).
 local guard = ARGV[2]
 if guard ~= '' then
   local g = redis.pcall('GET', KEYS[8])
@@ -20,12 +24,12 @@ if guard ~= '' then
   -- No number yet (a new queue, or its key expired while it was idle):
   -- batch 1 is next; a later one is answered 'order' with 0 and sent again
   -- as 1.
-  local last, first, count = string.match(g or '0 0 0', '^(%d+) (%d+) (%d+)$')
+  local last, first, count, indexes = string.match(g or '0 0 0 ', '^(%d+) (%d+) (%d+) ?(.*)$')
   last = tonumber(last or '0')
   if tonumber(guard) == last and tonumber(count) == tonumber(ARGV[1]) then
     -- The last batch written, sent again (the cluster client retries a
     -- command whose answer it lost): written once, answered alike.
-    return { 'ok', tonumber(first) }
+    return { 'ok', tonumber(first), indexes or '' }
   end
   if tonumber(guard) ~= last + 1 then
     return { 'order', last }
@@ -50,8 +54,8 @@ end
 local n = tonumber(ARGV[1])
 local recs = {}
 for k = 0, n - 1 do
-  local sid = ARGV[3 + 3 * k]
-  local len = #ARGV[5 + 3 * k]
+  local sid = ARGV[4 + 3 * k]
+  local len = #ARGV[6 + 3 * k]
   if len > m.budget then
     return { 'too_large', k, len, m.budget }
   end
@@ -71,15 +75,23 @@ for k = 0, n - 1 do
   end
 end
 local events = {}
+local firsts = {}
+local seen = {}
 for k = 0, n - 1 do
-  events[#events + 1] = { ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k] }
+  local sid = ARGV[4 + 3 * k]
+  events[#events + 1] = { sid, ARGV[5 + 3 * k], ARGV[6 + 3 * k] }
+  if not seen[sid] then
+    seen[sid] = true
+    firsts[#firsts + 1] = sid .. ':' .. fmt(recs[sid].published + 1)
+  end
 end
-local first_seq = write_events(m, recs, events, blen)
+local indexes = table.concat(firsts, ',')
+local first_seq = write_events(m, recs, events, blen, ARGV[3])
 meta_put(m)
 -- An empty log or lengths list may have just been created: its TTL then.
 touch_due(m, llen == 0 or blen == 0)
 if guard ~= '' then
-  redis.call('SET', KEYS[8], guard .. ' ' .. fmt(first_seq) .. ' ' .. ARGV[1], 'PX', m.ttl)
+  redis.call('SET', KEYS[8], guard .. ' ' .. fmt(first_seq) .. ' ' .. ARGV[1] .. ' ' .. indexes, 'PX', m.ttl)
 end
 announce(fmt(m.head))
-return { 'ok', first_seq }
+return { 'ok', first_seq, indexes }

@@ -14,7 +14,8 @@
 --                     keys' TTLs were last refreshed, Redis's ms; touch_due)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
---                     stream, 0 for none), n (nonce, 16 hex), p (payload).
+--                     stream, 0 for none), n (nonce, 16 hex), o (the node
+--                     that wrote it, absent for none), p (payload).
 --                     Control entries sort after the event at the head when
 --                     they were written, id "<head>-<k>" (k >= 1), fields
 --                     t ('e': the stream ended) and s; they take no seq.
@@ -191,7 +192,7 @@ end
 -- budget; `blen`, the lengths list's length, read by the caller) at the next seqs, trimming the window by events and by bytes
 -- exactly as the ring's Producer::publish evicts; updates `m` and the
 -- records (the caller stores `m`). Returns the first seq written.
-local function write_events(m, recs, events, blen)
+local function write_events(m, recs, events, blen, origin)
   local first_seq = m.head + 1
   local old_oldest = m.oldest
   -- Payload lengths of the events about to be evicted: from the lengths
@@ -269,7 +270,12 @@ local function write_events(m, recs, events, blen)
     end
     r.published = index
     r.high = seq
-    redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
+    if origin and origin ~= '' then
+      redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'o', origin, 'p',
+        payload)
+    else
+      redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
+    end
     lens[seq] = len
     added[#added + 1] = len
     m.bytes = m.bytes + len

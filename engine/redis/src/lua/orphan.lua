@@ -23,11 +23,12 @@ if #payload > m.budget then
 end
 local recs = {}
 recs[ARGV[1]] = r
-local seq = write_events(m, recs, { { ARGV[1], ARGV[2], payload } })
+local seq = write_events(m, recs, { { ARGV[1], ARGV[2], payload } }, redis.call('LLEN', B))
 r.ended = 1
 redis.call('HSET', S, ARGV[1], rec_str(r))
 redis.call('XADD', L, fmt(m.head) .. '-*', 't', 'e', 's', ARGV[1])
 meta_put(m)
 touch(m)
-announce(fmt(m.head))
+-- Not a bare head: the stream ended too, a follower must read the log.
+announce('end')
 return { 'ok', seq }

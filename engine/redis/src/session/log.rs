@@ -9,6 +9,7 @@ use crate::model::{Appended, Orphaned};
 use crate::reply::{int, script_items, text};
 use bytes::Bytes;
 use gapless::{Seq, SessionId, StreamId};
+use redis::Value;
 
 impl RedisStore {
     /// Opens a stream on the session.
@@ -83,7 +84,7 @@ impl RedisStore {
         id: &SessionId,
         events: &[(StreamId, Bytes)],
     ) -> Result<Vec<Appended>, AppendError> {
-        self.append_guarded(id, None, events).await.map_err(|e| match e {
+        self.append_guarded(id, None, "", events).await.map_err(|e| match e {
             Guarded::Refused(e) => e,
             Guarded::Order(last) => {
                 AppendError::Store(StoreError::Protocol(format!("an unguarded append answered order {last}")))
@@ -94,11 +95,14 @@ impl RedisStore {
     /// [`RedisStore::append`] as batch `number` of the queue `guard`
     /// names: written only if the queue's last written batch is
     /// `number - 1` (or the queue has none), else [`Guarded::Order`] with the
-    /// queue's last written batch and nothing written.
+    /// queue's last written batch and nothing written. Each event records
+    /// `origin`, the writing node (`""`: none), so that the node's follower
+    /// need not read it back ([`RedisStore::tail_skipping`]).
     pub(crate) async fn append_guarded(
         &self,
         id: &SessionId,
         guard: Option<(&str, u64)>,
+        origin: &str,
         events: &[(StreamId, Bytes)],
     ) -> Result<Vec<Appended>, Guarded> {
         if events.is_empty() {
@@ -109,8 +113,8 @@ impl RedisStore {
             events.iter().zip(&checks).map(|((s, _), c)| (s.0.to_string(), format!("{c:016x}"))).collect();
         let n = events.len().to_string();
         let number = guard.map_or_else(String::new, |(_, k)| k.to_string());
-        let mut args: Vec<&[u8]> = Vec::with_capacity(2 + 3 * events.len());
-        args.extend([n.as_bytes(), number.as_bytes()]);
+        let mut args: Vec<&[u8]> = Vec::with_capacity(3 + 3 * events.len());
+        args.extend([n.as_bytes(), number.as_bytes(), origin.as_bytes()]);
         for ((_, payload), (s, c)) in events.iter().zip(&strings) {
             args.extend([s.as_bytes(), c.as_bytes(), &payload[..]]);
         }
@@ -122,11 +126,17 @@ impl RedisStore {
         match status.as_str() {
             "ok" => {
                 let first = num(1)?;
-                Ok(checks
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &check)| Appended { seq: Seq(first + i as u64), check })
-                    .collect())
+                let mut next = first_indexes(&text(r.get(2).unwrap_or(&Value::Nil)).map_err(refused)?)
+                    .map_err(refused)?;
+                let mut out = Vec::with_capacity(events.len());
+                for (i, ((stream, _), &check)) in events.iter().zip(&checks).enumerate() {
+                    let index = next.get_mut(&stream.0).ok_or_else(|| {
+                        refused(StoreError::Protocol(format!("append answered no index for stream {stream}")))
+                    })?;
+                    out.push(Appended { seq: Seq(first + i as u64), index: *index, check });
+                    *index += 1;
+                }
+                Ok(out)
             }
             "order" => Err(Guarded::Order(num(1)?)),
             "unknown" => Err(Guarded::Refused(AppendError::Store(StoreError::UnknownSession))),
@@ -149,4 +159,17 @@ impl RedisStore {
             _ => Err(StoreError::UnknownSession),
         }
     }
+}
+
+/// The index of each stream's first event of a batch, as `append.lua`
+/// answers it ("<stream>:<index>,...").
+fn first_indexes(s: &str) -> Result<std::collections::HashMap<u64, u64>, StoreError> {
+    let bad = || StoreError::Protocol(format!("append answered the indexes {s:?}"));
+    s.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (stream, index) = p.split_once(':').ok_or_else(bad)?;
+            Ok((stream.parse().map_err(|_| bad())?, index.parse().map_err(|_| bad())?))
+        })
+        .collect()
 }

@@ -5,7 +5,7 @@ use crate::client::RedisStore;
 use crate::error::{ReplayError, StoreError};
 use crate::facts::ReplayPlan;
 use crate::keys::session_keys;
-use crate::model::{Position, StoredEvent, Tail, TailEntry};
+use crate::model::{OwnEvent, Position, StoredEvent, Tail, TailEntry};
 use crate::reply::{hex, int, log_events, namespace, opt_hex, text};
 use bytes::Bytes;
 use gapless::{Seq, SessionId, StreamId};
@@ -25,10 +25,23 @@ impl RedisStore {
         count: usize,
         seen: Seq,
     ) -> Result<Option<Tail>, StoreError> {
+        self.tail_skipping(id, after, count, seen, "").await
+    }
+
+    /// [`RedisStore::tail`] for node `origin`: the events it wrote itself
+    /// come as [`TailEntry::Own`], without their payloads (`""`: none).
+    pub async fn tail_skipping(
+        &self,
+        id: &SessionId,
+        after: Position,
+        count: usize,
+        seen: Seq,
+        origin: &str,
+    ) -> Result<Option<Tail>, StoreError> {
         let from = format!("{}-{}", after.0, after.1);
         let (count, seen) = (count.max(1).to_string(), seen.0.to_string());
-        let r =
-            self.call(&self.scripts.tail, id, &[from.as_bytes(), count.as_bytes(), seen.as_bytes()]).await?;
+        let args: [&[u8]; 4] = [from.as_bytes(), count.as_bytes(), seen.as_bytes(), origin.as_bytes()];
+        let r = self.call(&self.scripts.tail, id, &args).await?;
         if text(&r[0])? != "ok" {
             return Ok(None);
         }
@@ -53,6 +66,12 @@ impl RedisStore {
                     },
                 }),
                 "e" => TailEntry::Ended(stream),
+                "o" => TailEntry::Own(OwnEvent {
+                    seq: Seq(pos.0),
+                    stream,
+                    index_in_stream: int(Some(index))?,
+                    check: hex(Some(nonce))?,
+                }),
                 other => return Err(StoreError::Protocol(format!("unknown log entry kind {other:?}"))),
             };
             entries.push((pos, entry));

@@ -152,6 +152,7 @@ impl Cluster {
                     for (pos, entry) in tail.entries {
                         let check = match &entry {
                             TailEntry::Event(e) => Some(e.check),
+                            TailEntry::Own(e) => Some(e.check),
                             TailEntry::Ended(_) => last_check,
                         };
                         if !apply(&session, entry) {
@@ -235,6 +236,9 @@ fn apply(session: &Session, entry: TailEntry) -> bool {
             let Ok(Some(h)) = session.open_streams_to(e.stream) else { return false };
             session.publish(&h, wrap(e.check, e.index_in_stream, &e.payload)).is_ok()
         }
+        // Only a skipping tail gives the node's own events without their
+        // payloads; this follower reads every event whole.
+        TailEntry::Own(_) => false,
         TailEntry::Ended(s) => {
             // A stream may end before any event of it reached this replica.
             let h = match session.reader().handle(s) {
