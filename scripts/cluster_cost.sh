@@ -95,15 +95,19 @@ rcli info commandstats | tr -d '\r' >"$work/stats"
 python3 - "$work/stats" "$n" "$sessions" "$t0" "$t1" "$c0" "$c1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
 import re, sys
 stats, n, sessions, t0, t1, c0, c1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:8]), sys.argv[8]
-calls = {}
+calls, usec = {}, {}
 for line in open(stats):
-    m = re.match(r'cmdstat_([^:]+):calls=(\d+)', line)
+    m = re.match(r'cmdstat_([^:]+):calls=(\d+),usec=(\d+)', line)
     if m:
         calls[m.group(1)] = int(m.group(2))
+        usec[m.group(1)] = int(m.group(3))
 events = n * sessions
 total = sum(calls.values())
 print(f"{sessions} session(s) x {n} events: {events / (t1 - t0):,.0f} events/s over {t1 - t0:.2f} s (load {load})")
 print(f"Redis commands per delivered event: {total / events:.2f} ({total} in all)")
-print("  commonest: " + ", ".join(f"{k} {v / events:.2f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
+print("  commonest: " + ", ".join(f"{k} {v / events:.3f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
 print(f"Redis CPU per delivered event: {(c1 - c0) / events * 1e6:.2f} us (user + system)")
+# A script's usec include its inner commands' (which are counted again
+# under their own names).
+print("  most time (commandstats usec per event): " + ", ".join(f"{k} {v / events:.2f}" for k, v in sorted(usec.items(), key=lambda kv: -kv[1])[:6]))
 EOF

@@ -161,9 +161,25 @@ impl Shared {
         len.clamp(1, MAX_QUEUED_BYTES) as u32
     }
 
+    fn unanswered(&self) -> usize {
+        MAX_QUEUED_EVENTS.saturating_sub(self.events.available_permits())
+    }
+
     fn release(&self, len: usize) {
         self.events.add_permits(1);
         self.bytes.add_permits(Self::byte_permits(len) as usize);
+    }
+}
+
+/// How many enqueued events a queue's store has not answered (0 once the
+/// queue is gone); see [`Appender::gauge`].
+#[derive(Clone, Debug)]
+pub struct QueueGauge(std::sync::Weak<Shared>);
+
+impl QueueGauge {
+    /// See [`Appender::unanswered`].
+    pub fn unanswered(&self) -> usize {
+        self.0.upgrade().map_or(0, |s| s.unanswered())
     }
 }
 
@@ -283,6 +299,17 @@ impl Appender {
         }
     }
 
+    /// How many [`Appender::enqueue`]d events the store has not answered.
+    pub fn unanswered(&self) -> usize {
+        self.shared.unanswered()
+    }
+
+    /// [`Appender::unanswered`], readable without keeping the queue alive
+    /// (what its sink holds may keep a gauge).
+    pub fn gauge(&self) -> QueueGauge {
+        QueueGauge(Arc::downgrade(&self.shared))
+    }
+
     /// The refusal of an enqueued event of `stream` not told to its
     /// publisher yet, if any; forgets it (the stream is over).
     pub fn forget(&self, stream: StreamId) -> Option<AppendError> {
@@ -330,7 +357,7 @@ async fn drain(
         tokio::select! {
             biased;
             Some((items, number, r)) = q.in_flight.next(), if !q.in_flight.is_empty() => {
-                if let Some(rest) = q.settle(items, number, r) {
+                if let Some(rest) = q.settle(items, number, r, false) {
                     again.push_back(rest);
                 }
             }
@@ -475,7 +502,7 @@ impl Queue {
             } else {
                 attempts = 0;
             }
-            if let Some(rest) = self.settle(items, number, r) {
+            if let Some(rest) = self.settle(items, number, r, true) {
                 again.push_front(rest);
             }
         }
@@ -485,11 +512,16 @@ impl Queue {
     /// sink); a refusal to the events it names. Returns what is to be sent
     /// again: the rest of a refused batch, or all of one refused as out of
     /// order.
+    ///
+    /// `alone`: the batch was the only one on the wire (sent again), so an
+    /// order refusal tells the store's number now; a pipelined batch's may
+    /// be older than an answer settled before it.
     fn settle(
         &mut self,
         items: Vec<Item>,
         number: u64,
         r: Result<Vec<Appended>, Guarded>,
+        alone: bool,
     ) -> Option<Vec<Item>> {
         let shared = Arc::clone(&self.shared);
         match r {
@@ -518,7 +550,7 @@ impl Queue {
                 // The store wrote this batch's number already (a copy of it
                 // sent again after later ones): whether these events are in
                 // the log is not known here. Never written twice.
-                self.last = Some(last);
+                self.last = Some(self.last.map_or(last, |l| l.max(last)));
                 fail_where(
                     &shared,
                     items,
@@ -528,7 +560,13 @@ impl Queue {
                 None
             }
             Err(Guarded::Order(last)) => {
-                self.last = Some(last);
+                // What the store said when it ran this batch. A pipelined
+                // one may have run before an earlier one (each sent again
+                // after NOSCRIPT or a reconnection), whose answer, settled
+                // first, told a later number: the highest heard stands. One
+                // sent alone tells the number now (lower after the store
+                // lost it: a restart, a failover).
+                self.last = if alone { Some(last) } else { Some(self.last.map_or(last, |l| l.max(last))) };
                 Some(items)
             }
             Err(Guarded::Refused(e @ (AppendError::StreamEnded(s) | AppendError::UnknownStream(s)))) => {

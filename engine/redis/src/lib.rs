@@ -49,7 +49,8 @@ mod tasks;
 pub mod testing;
 
 pub use appender::{
-    Appender, Sink, Written, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_QUEUED_BYTES, MAX_QUEUED_EVENTS,
+    Appender, QueueGauge, Sink, Written, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, MAX_QUEUED_BYTES,
+    MAX_QUEUED_EVENTS,
 };
 pub use client::{RedisStore, StoreConfig, StoreFigures, DEFAULT_PREFIX};
 pub use error::{AppendError, RedeemError, ReplayError, StoreError};

@@ -278,6 +278,8 @@ async fn enqueue_waits_while_the_queue_is_full() {
     for i in 0..MAX_QUEUED_EVENTS {
         q.enqueue(StreamId(1), Bytes::from(format!("e{i}"))).await.expect("room");
     }
+    let gauge = q.gauge();
+    assert_eq!(gauge.unanswered(), MAX_QUEUED_EVENTS, "nothing answered while Redis is paused");
     let one_more = q.enqueue(StreamId(1), Bytes::from_static(b"over"));
     tokio::pin!(one_more);
     assert!(
@@ -286,6 +288,36 @@ async fn enqueue_waits_while_the_queue_is_full() {
     );
     one_more.await.expect("queued once the store answered");
     q.barrier().await;
+    assert_eq!(gauge.unanswered(), 0, "every event answered");
     assert_eq!(q.forget(StreamId(1)), None, "nothing refused");
     assert_eq!(log(&s, &id).await.len(), MAX_QUEUED_EVENTS + 1);
+}
+
+/// Two batches on the wire whose scripts Redis no longer has (a restart, a
+/// failover, `SCRIPT FLUSH`): each is sent again after its `NOSCRIPT`, and
+/// Redis may run the second before the first. The second is then refused
+/// as out of order and sent again after the first, never failed: what the
+/// store told of an earlier run does not undo a later answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_run_out_of_order_after_noscript_are_all_written() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 100_000, 64 << 20).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    for round in 0..100 {
+        let id = SessionId::random();
+        s.create(id, None).await.unwrap();
+        let q = Appender::new(s.clone(), id);
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut admin).await.unwrap();
+        // One event alone (its batch goes at once), then more behind it
+        // while it is on the wire.
+        for i in 0..31 {
+            q.enqueue(StreamId(1), Bytes::from(format!("e{i}"))).await.expect("queued");
+        }
+        q.barrier().await;
+        assert_eq!(q.forget(StreamId(1)), None, "round {round}: an event was refused");
+        let got: Vec<_> = log(&s, &id).await.into_iter().map(|(seq, _, p)| (seq, p)).collect();
+        let want: Vec<_> = (0..31).map(|i| (i as u64 + 1, Bytes::from(format!("e{i}")))).collect();
+        assert_eq!(got, want, "round {round}: every event once, in order");
+    }
 }

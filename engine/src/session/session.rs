@@ -303,4 +303,40 @@ impl Session {
         }
         self.publish(stream, payload)
     }
+
+    /// Waits as [`Session::publish_paced_with`] does before it publishes,
+    /// counting `ahead()` more events as published on the stream and on the
+    /// session, and publishes nothing: a cluster node paces the events it
+    /// queues for the store (`ahead`: queued, not yet in its replica) by its
+    /// replica's attached readers. The wait is woken by the readers'
+    /// progress only: a caller whose `ahead` may shrink by itself waits with
+    /// a timeout and looks again.
+    pub async fn pace(&self, pacer: &Pacer, high_water: u64, ahead: &(dyn Fn() -> u64 + Sync)) {
+        use crate::sync::Ordering::SeqCst;
+        let (gate, stream) = (&*pacer.gate, &pacer.stream);
+        let session_gate = &*self.pace.session;
+        let high_water = high_water.max(1);
+        let stream_lags = || {
+            gate.attached.load(SeqCst) > 0
+                && (stream.published() + ahead()).saturating_sub(gate.consumed.load(SeqCst)) >= high_water
+        };
+        let session_lags = || {
+            session_gate.attached.load(SeqCst) > 0
+                && (self.reader().head().0 + ahead()).saturating_sub(session_gate.consumed.load(SeqCst))
+                    >= high_water
+        };
+        loop {
+            let (g, lags): (&PaceGate, &(dyn Fn() -> bool + Sync)) = if stream_lags() {
+                (gate, &stream_lags)
+            } else if session_lags() {
+                (session_gate, &session_lags)
+            } else {
+                return;
+            };
+            if self.is_closed() {
+                return;
+            }
+            g.wait(lags, &|| self.is_closed()).await;
+        }
+    }
 }

@@ -109,6 +109,22 @@ async fn drain(sse: &mut SseReader, seqs: &mut Vec<u64>, last: &mut Option<Strin
     result
 }
 
+/// [`drain`], with the answer whether a result or an error.
+async fn drain_answer(sse: &mut SseReader, seqs: &mut Vec<u64>, last: &mut Option<String>) -> Option<Value> {
+    let mut answer = None;
+    while let Some(e) = sse.next().await {
+        if let Some(n) = e.emit_seq() {
+            seqs.push(n);
+        } else if let Some(m) = e.json().filter(|m| m.get("result").is_some() || m.get("error").is_some()) {
+            answer = Some(m);
+        }
+        if e.id.is_some() {
+            *last = e.id;
+        }
+    }
+    answer
+}
+
 /// The session-global seq of a wire id (`<tag>-<seq>`).
 fn seq_of(id: &str) -> u64 {
     id.rsplit('-').next().unwrap().parse().unwrap()
@@ -207,7 +223,7 @@ async fn two_nodes_publish_into_one_session() {
     let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
     let sid = initialize(&a.url).await;
     let run = |url: String, sid: String, id: u64| async move {
-        let r = call(&url, &sid, id, json!({"count": 300})).await;
+        let r = call(&url, &sid, id, json!({"count": 2000})).await;
         let mut sse = SseReader::new(r);
         let (mut seqs, mut ids) = (vec![], vec![]);
         while let Some(e) = sse.next().await {
@@ -220,7 +236,7 @@ async fn two_nodes_publish_into_one_session() {
     };
     let (ra, rb) = tokio::join!(run(a.url.clone(), sid.clone(), 1), run(b.url.clone(), sid.clone(), 2));
     for (seqs, _) in [&ra, &rb] {
-        assert_eq!(seqs, &(1..=300).collect::<Vec<_>>());
+        assert_eq!(seqs, &(1..=2000).collect::<Vec<_>>());
     }
     let all: Vec<u64> = ra.1.iter().chain(&rb.1).map(|i| seq_of(i)).collect();
     let set: BTreeSet<u64> = all.iter().copied().collect();
@@ -395,6 +411,83 @@ async fn a_killed_node_leaves_no_request_unanswered() {
     assert_eq!(answer["id"], json!(7));
     assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
+}
+
+/// A sequential publisher at full speed (group commit, `docs/SPEC.md`
+/// §8.8), its node `kill -9`ed mid-call: a resume on another node gets
+/// exactly what the store holds of it, once, in order, then the orphaned
+/// request's error; a node started afresh serves the same from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_publishers_node_killed_mid_call_loses_nothing_silently() {
+    let redis = RedisServer::start(&[]);
+    // A window larger than the call: the resume is served, not refused.
+    let args = ["--ring-events", "200000"];
+    let mut a = Node::start(&redis.url(), &args);
+    let b = Node::start(&redis.url(), &args);
+    let sid = initialize(&b.url).await;
+    let r = call(&a.url, &sid, 7, json!({"count": 100000, "payload_bytes": 64})).await;
+    let mut sse = SseReader::new(r);
+    let (mut got, mut cursor) = (vec![], None);
+    while got.len() < 3000 {
+        let e = sse.next().await.unwrap();
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    drop(sse);
+    let r = get(&b.url, &sid, cursor.as_deref()).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let mut answer = None;
+    let mut last = cursor.clone();
+    tokio::time::timeout(Duration::from_secs(25), async {
+        while let Some(e) = sse.next().await {
+            if let Some(n) = e.emit_seq() {
+                got.push(n);
+                last = e.id.clone().or(last.take());
+            } else if let Some(m) = e.json() {
+                answer = Some(m);
+            }
+        }
+    })
+    .await
+    .expect("the resumed stream of the orphaned request ended");
+    let n = got.len() as u64;
+    assert!(n < 100000, "the node was killed mid-call");
+    assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what the store holds, once, in order");
+    let answer = answer.expect("an answer for the orphaned request");
+    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
+    // A node started afresh: from the last event, only the answer.
+    let c = Node::start(&redis.url(), &args);
+    let r = get(&c.url, &sid, last.as_deref()).await;
+    assert_eq!(r.status(), 200);
+    let (mut after, mut end) = (vec![], None);
+    let again = drain_answer(&mut SseReader::new(r), &mut after, &mut end).await;
+    assert_eq!(after, Vec::<u64>::new(), "nothing after the last event but the answer");
+    assert_eq!(again.expect("the answer again")["error"]["code"], json!(-32090));
+}
+
+/// A publish the store would refuse (a payload over the session's byte
+/// budget) fails that publish, visibly: the tool's call ends with the
+/// refusal, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_publish_is_seen_by_its_publisher() {
+    let redis = RedisServer::start(&[]);
+    let a = Node::start(&redis.url(), &["--ring-bytes", "4096"]);
+    let sid = initialize(&a.url).await;
+    let (mut seqs, mut last) = (vec![], None);
+    let r = call(&a.url, &sid, 1, json!({"count": 3, "payload_bytes": 8192})).await;
+    let answer = drain_answer(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("an answer");
+    assert_eq!(seqs, Vec::<u64>::new(), "no event of the call was sent");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exceeds the byte budget of 4096"), "{answer}");
+    let r = call(&a.url, &sid, 2, json!({"count": 3, "payload_bytes": 16})).await;
+    let answer = drain_answer(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("an answer");
+    assert_eq!(seqs, [1, 2, 3], "the session goes on");
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("emitted 3"), "{answer}");
 }
 
 /// The client's response to a server → client request (sampling), POSTed

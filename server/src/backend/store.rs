@@ -27,9 +27,13 @@ pub(crate) enum SessionStore {
     Cluster {
         /// The store and this node's followers.
         cluster: Arc<Cluster>,
-        /// The session's append queue, so that concurrent publishes share
-        /// script calls (`docs/SPEC.md` §8.8).
+        /// The session's append queue: a publish queues its event and
+        /// returns (group commit, `docs/SPEC.md` §8.8); the store's answers
+        /// bring the events into the replica.
         appender: gapless_redis::Appender,
+        /// The replica's writer: what the queue holds ahead of it paces
+        /// publishes.
+        applier: Arc<cluster::Applier>,
     },
 }
 
@@ -94,11 +98,11 @@ fn store_send_error(e: StoreError) -> SendError {
 }
 
 impl SessionStore {
-    /// Publishes `bytes` on `pacer`'s stream: in process paced (waits while
-    /// the stream's attached reader has `high_water` events unread; a wait
-    /// is timed in `metrics`), in a cluster appended to the store, which
-    /// has no pacing (the cluster's readers are on many nodes,
-    /// `docs/SPEC.md` §8.9).
+    /// Publishes `bytes` on `pacer`'s stream, paced: waits while the
+    /// stream's attached reader (or a whole-session one) has `high_water`
+    /// events unread (a wait is timed in `metrics`). In a cluster the
+    /// readers are this node's, on its replica, and the events queued for
+    /// the store count as unread; the event is then queued (§8.8, §8.9).
     pub(crate) async fn publish_paced(
         &self,
         session: &Session,
@@ -108,7 +112,10 @@ impl SessionStore {
         metrics: &Metrics,
     ) -> Result<Seq, SendError> {
         match self {
-            SessionStore::Cluster { appender, .. } => append(appender, pacer.stream().id(), bytes).await,
+            SessionStore::Cluster { cluster, appender, applier } => {
+                pace(session, pacer, applier, high_water, metrics).await;
+                enqueue(cluster, appender, pacer.stream().id(), bytes).await
+            }
             SessionStore::Local => {
                 // Polled once first: only a publish that has to wait is timed.
                 let publish = session.publish_paced_with(pacer, bytes, high_water);
@@ -127,6 +134,8 @@ impl SessionStore {
     }
 
     /// Publishes without pacing (results, priming events: never held back).
+    /// In a cluster the event is queued for the store: `Seq(0)`, its seq is
+    /// not known yet (§8.8).
     pub(crate) async fn publish_now(
         &self,
         session: &Session,
@@ -134,8 +143,22 @@ impl SessionStore {
         bytes: Bytes,
     ) -> Result<Seq, SendError> {
         match self {
-            SessionStore::Cluster { appender, .. } => append(appender, stream.id(), bytes).await,
+            SessionStore::Cluster { cluster, appender, .. } => {
+                enqueue(cluster, appender, stream.id(), bytes).await
+            }
             SessionStore::Local => Ok(session.publish(stream, bytes)?),
+        }
+    }
+
+    /// In a cluster, waits until the store has answered every event queued
+    /// so far (what follows goes after them), and reports a refusal of a
+    /// queued event of `stream` that no publish was told.
+    async fn settle(&self, session: &Session, stream: StreamId) {
+        if let SessionStore::Cluster { appender, .. } = self {
+            appender.barrier().await;
+            if let Some(e) = appender.forget(stream) {
+                tracing::warn!(session = %SessionTag::of_id(&session.id()), %stream, error = %e, "an event queued on this stream was refused, and no later publish on it was told");
+            }
         }
     }
 
@@ -154,6 +177,7 @@ impl SessionStore {
     ) -> Responded {
         match self {
             SessionStore::Cluster { cluster, .. } if own => {
+                self.settle(session, stream.id()).await;
                 let deadline = tokio::time::Instant::now() + deadline;
                 let len = bytes.len();
                 loop {
@@ -215,12 +239,14 @@ impl SessionStore {
         }
     }
 
-    /// Ends a stream (in the store, in a cluster: the replica ends it after
-    /// its last event, when its follower reads the end).
+    /// Ends a stream (in the store, in a cluster, after the events queued
+    /// on it: the replica ends it after its last event, when its follower
+    /// reads the end).
     pub(crate) async fn end_stream(&self, session: &Session, stream: &StreamHandle) -> Result<(), SendError> {
         match self {
             SessionStore::Local => Ok(session.end_stream(stream)?),
             SessionStore::Cluster { cluster, .. } => {
+                self.settle(session, stream.id()).await;
                 cluster.store.end_stream(&session.id(), stream.id()).await.map_err(store_send_error)
             }
         }
@@ -261,7 +287,9 @@ impl SessionStore {
     /// response stands for them).
     pub(crate) async fn mark_all_delivered(&self, session: &Session, stream: &StreamHandle) {
         stream.mark_all_delivered();
-        if let SessionStore::Cluster { cluster, .. } = self {
+        if let SessionStore::Cluster { cluster, appender, .. } = self {
+            // The events queued so far are among them.
+            appender.barrier().await;
             if let Err(e) = cluster.store.mark_all_delivered(&session.id(), stream.id()).await {
                 tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "could not record a JSON-only delivery");
             }
@@ -352,9 +380,55 @@ impl SessionStore {
     }
 }
 
-async fn append(queue: &gapless_redis::Appender, stream: StreamId, bytes: Bytes) -> Result<Seq, SendError> {
-    match queue.push(stream, bytes).await {
-        Ok(a) => Ok(a.seq),
+/// How often a paced publish in a cluster looks again at its lag while it
+/// waits: the events queued ahead of the replica leave the count as the
+/// store answers, which wakes no one.
+const PACE_RECHECK: Duration = Duration::from_millis(20);
+
+/// A cluster's paced publish: waits while an attached reader of this node's
+/// replica lags `high_water` or more, the events queued for the store
+/// counted (a wait is timed in `metrics`).
+async fn pace(
+    session: &Session,
+    pacer: &Pacer,
+    applier: &cluster::Applier,
+    high_water: u64,
+    metrics: &Metrics,
+) {
+    let ahead = || applier.ahead();
+    let mut waited = None;
+    loop {
+        let mut paced = std::pin::pin!(session.pace(pacer, high_water, &ahead));
+        if futures_util::poll!(paced.as_mut()).is_ready() {
+            break;
+        }
+        waited.get_or_insert_with(std::time::Instant::now);
+        if tokio::time::timeout(PACE_RECHECK, paced).await.is_ok() {
+            break;
+        }
+    }
+    if let Some(t) = waited {
+        metrics.paced_waits.observe(t.elapsed().as_secs_f64());
+    }
+}
+
+/// Queues one event for the store (§8.8): `Seq(0)`, its seq is not known
+/// yet. Refused here when it could never be stored (larger than the byte
+/// budget), or with the store's refusal of an earlier queued event of its
+/// stream.
+async fn enqueue(
+    cluster: &Cluster,
+    queue: &gapless_redis::Appender,
+    stream: StreamId,
+    bytes: Bytes,
+) -> Result<Seq, SendError> {
+    let budget = cluster.store.config().ring.byte_budget;
+    if bytes.len() > budget {
+        let e = gapless_redis::AppendError::PayloadTooLarge { index: 0, len: bytes.len(), budget };
+        return Err(SendError::Refused(e.to_string()));
+    }
+    match queue.enqueue(stream, bytes).await {
+        Ok(()) => Ok(Seq(0)),
         Err(gapless_redis::AppendError::Store(StoreError::UnknownSession)) => Err(SendError::Closed),
         Err(e) => Err(SendError::Refused(e.to_string())),
     }

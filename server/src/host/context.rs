@@ -93,7 +93,10 @@ impl RequestContext {
     /// an attached client lags far behind; never when none is attached). On
     /// a 2026-07-28 request it goes on the request's response stream, which
     /// has no event ids; the `Seq` is then the message's position on it
-    /// (1, 2, ...), and the call waits while the client reads slowly.
+    /// (1, 2, ...), and the call waits while the client reads slowly. In
+    /// cluster mode the event is queued for the store and the `Seq` is 0
+    /// (not allocated yet); a refusal of it is told to the next publish on
+    /// the stream (`docs/SPEC.md` §8.8).
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
         let msg = jsonrpc::notification(method, params);
         match &self.via {

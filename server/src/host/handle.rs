@@ -31,7 +31,9 @@ impl SessionHandle {
         self.sess.session.id().to_string()
     }
 
-    /// Publishes a notification on the standalone (GET) stream, paced.
+    /// Publishes a notification on the standalone (GET) stream, paced. In
+    /// cluster mode the event is queued for the store and the `Seq` is 0
+    /// (not allocated yet; `docs/SPEC.md` §8.8).
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
         self.sess.publish_json(&self.sess.standalone, &jsonrpc::notification(method, params)).await
     }

@@ -53,13 +53,17 @@ if failed(llen) then
 end
 local n = tonumber(ARGV[1])
 local recs = {}
+-- Each stream of the batch, in the order it first appears, with the index
+-- of its first event of the batch.
+local firsts = {}
+local last_sid
 for k = 0, n - 1 do
   local sid = ARGV[4 + 3 * k]
   local len = #ARGV[6 + 3 * k]
   if len > m.budget then
     return { 'too_large', k, len, m.budget }
   end
-  if not recs[sid] then
+  if sid ~= last_sid and not recs[sid] then
     local v = redis.pcall('HGET', S, sid)
     if failed(v) then
       return { 'corrupt', S }
@@ -72,21 +76,12 @@ for k = 0, n - 1 do
       return { 'ended', sid }
     end
     recs[sid] = r
+    firsts[#firsts + 1] = sid .. ':' .. fmt(r.published + 1)
   end
-end
-local events = {}
-local firsts = {}
-local seen = {}
-for k = 0, n - 1 do
-  local sid = ARGV[4 + 3 * k]
-  events[#events + 1] = { sid, ARGV[5 + 3 * k], ARGV[6 + 3 * k] }
-  if not seen[sid] then
-    seen[sid] = true
-    firsts[#firsts + 1] = sid .. ':' .. fmt(recs[sid].published + 1)
-  end
+  last_sid = sid
 end
 local indexes = table.concat(firsts, ',')
-local first_seq = write_events(m, recs, events, blen, ARGV[3])
+local first_seq = write_events(m, recs, ARGV, 4, n, blen, ARGV[3])
 meta_put(m)
 -- An empty log or lengths list may have just been created: its TTL then.
 touch_due(m, llen == 0 or blen == 0)

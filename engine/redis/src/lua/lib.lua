@@ -187,20 +187,19 @@ local function entry_read(seq)
   return fields(r[1][2]), false
 end
 
--- Writes `events` ({stream, nonce, payload} each, validated by the caller:
--- their streams' records are in `recs`, not ended, each payload within the
--- budget; `blen`, the lengths list's length, read by the caller) at the next seqs, trimming the window by events and by bytes
--- exactly as the ring's Producer::publish evicts; updates `m` and the
--- records (the caller stores `m`). Returns the first seq written.
-local function write_events(m, recs, events, blen, origin)
+-- Writes `n` events, held in `ev` as consecutive triples (stream, nonce,
+-- payload) from index `base` (validated by the caller: their streams'
+-- records are in `recs`, not ended, each payload within the budget;
+-- `blen`, the lengths list's length, read by the caller), at the next seqs,
+-- trimming the window by events and by bytes exactly as the ring's
+-- Producer::publish evicts; each event records `origin` (the writing node,
+-- '' or nil for none). Updates `m` and the records (the caller stores `m`).
+-- Returns the first seq written. The loop is the store's hot path: a
+-- batch's events cost one XADD each and little else.
+local function write_events(m, recs, ev, base, n, blen, origin)
   local first_seq = m.head + 1
   local old_oldest = m.oldest
-  -- Payload lengths of the events about to be evicted: from the lengths
-  -- list (its element j is seq old_oldest + j), 256 at a time; this
-  -- batch's own from `lens`. A length the list lacks (a log written before
-  -- the list existed) is read from the entry; an entry that is not there
-  -- counts 0: the script never fails half-way (Redis does not undo it).
-  local lens = {}
+  -- This batch's payload lengths, in order.
   local added = {}
   -- The list must hold one length per retained event. A log written
   -- without it (by an older node) is measured once, here.
@@ -231,38 +230,55 @@ local function write_events(m, recs, events, blen, origin)
       from = '(' .. page[#page][1]
     end
   end
+  -- The length of retained event `seq`: this batch's own from `added`;
+  -- an older one from a page of the lengths list (its element j is seq
+  -- old_oldest + j), 256 at a time. A length the list lacks (a log
+  -- written before the list existed) is read from the entry; an entry
+  -- that is not there counts 0: the script never fails half-way (Redis
+  -- does not undo it).
+  local page, page_from = {}, 0
   local function len_of(seq)
-    if not lens[seq] then
-      local at = seq - old_oldest
-      local got = redis.call('LRANGE', B, at, at + 255)
-      for j, v in ipairs(got) do
-        lens[seq + j - 1] = tonumber(v)
-      end
-      if not lens[seq] then
+    if seq >= first_seq then
+      return added[seq - first_seq + 1]
+    end
+    local v = page[seq - page_from + 1]
+    if not v then
+      page_from = seq
+      page = redis.call('LRANGE', B, seq - old_oldest, seq - old_oldest + 255)
+      v = page[1]
+      if not v then
         local e = entry_get(seq)
-        lens[seq] = e and #e['p'] or 0
+        return e and #e['p'] or 0
       end
     end
-    return lens[seq]
+    return tonumber(v)
   end
-  for _, ev in ipairs(events) do
-    local sid, nonce, payload = ev[1], ev[2], ev[3]
+  local call, format = redis.call, string.format
+  local cap, budget = m.cap, m.budget
+  local head, oldest, bytes = m.head, m.oldest, m.bytes
+  local tagged = origin and origin ~= ''
+  local last_sid, r
+  for k = 0, n - 1 do
+    local at = base + 3 * k
+    local sid, nonce, payload = ev[at], ev[at + 1], ev[at + 2]
     local len = #payload
-    local seq = m.head + 1
+    local seq = head + 1
     -- Bounded by the head: whatever the byte count says, an empty window
     -- has nothing left to evict (the script never loops).
-    if seq - m.oldest >= m.cap and m.oldest <= m.head then
-      m.bytes = m.bytes - len_of(m.oldest)
-      m.oldest = m.oldest + 1
+    if seq - oldest >= cap and oldest <= head then
+      bytes = bytes - len_of(oldest)
+      oldest = oldest + 1
     end
-    while m.bytes + len > m.budget and m.oldest <= m.head do
-      m.bytes = m.bytes - len_of(m.oldest)
-      m.oldest = m.oldest + 1
+    while bytes + len > budget and oldest <= head do
+      bytes = bytes - len_of(oldest)
+      oldest = oldest + 1
     end
-    if m.oldest > m.head then
-      m.bytes = 0
+    if oldest > head then
+      bytes = 0
     end
-    local r = recs[sid]
+    if sid ~= last_sid then
+      r, last_sid = recs[sid], sid
+    end
     local prev = r.high
     local index = r.published + 1
     if prev == 0 then
@@ -270,17 +286,18 @@ local function write_events(m, recs, events, blen, origin)
     end
     r.published = index
     r.high = seq
-    if origin and origin ~= '' then
-      redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'o', origin, 'p',
-        payload)
+    if tagged then
+      call('XADD', L, format('%d-0', seq), 's', sid, 'i', format('%d', index), 'v', format('%d', prev), 'n', nonce,
+        'o', origin, 'p', payload)
     else
-      redis.call('XADD', L, fmt(seq) .. '-0', 's', sid, 'i', fmt(index), 'v', fmt(prev), 'n', nonce, 'p', payload)
+      call('XADD', L, format('%d-0', seq), 's', sid, 'i', format('%d', index), 'v', format('%d', prev), 'n', nonce,
+        'p', payload)
     end
-    lens[seq] = len
-    added[#added + 1] = len
-    m.bytes = m.bytes + len
-    m.head = seq
+    added[k + 1] = len
+    bytes = bytes + len
+    head = seq
   end
+  m.head, m.oldest, m.bytes = head, oldest, bytes
   for sid, r in pairs(recs) do
     redis.call('HSET', S, sid, rec_str(r))
   end

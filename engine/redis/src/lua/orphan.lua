@@ -23,7 +23,7 @@ if #payload > m.budget then
 end
 local recs = {}
 recs[ARGV[1]] = r
-local seq = write_events(m, recs, { { ARGV[1], ARGV[2], payload } }, redis.call('LLEN', B))
+local seq = write_events(m, recs, { ARGV[1], ARGV[2], payload }, 1, 1, redis.call('LLEN', B))
 r.ended = 1
 redis.call('HSET', S, ARGV[1], rec_str(r))
 redis.call('XADD', L, fmt(m.head) .. '-*', 't', 'e', 's', ARGV[1])

@@ -12,13 +12,15 @@
 //! store (`resume.rs`). The node's lease, the reaper of dead nodes'
 //! requests and the cluster bus (`bus.rs`) run in the background.
 
+mod apply;
 mod bus;
 mod keyed_lock;
 mod replica;
 mod resume;
 
+pub(crate) use apply::Applier;
+pub(crate) use apply::{OnGone, PREFIX};
 pub(crate) use bus::BusMessage;
-pub(crate) use replica::{OnGone, PREFIX};
 pub(super) use resume::{redeem, resume_stream, standalone, upgrade};
 
 use super::{OnBus, SessionStore, Table};
@@ -144,17 +146,9 @@ impl Cluster {
         }
     }
 
-    /// Where session `id`'s events go from this node.
-    pub(super) fn session_store(self: &Arc<Self>, id: SessionId) -> SessionStore {
-        SessionStore::Cluster {
-            cluster: Arc::clone(self),
-            appender: gapless_redis::Appender::new(self.store.clone(), id),
-        }
-    }
-
     /// The seq this node's replica of `id` has applied, to wait on.
     pub(crate) fn applied(&self, id: &SessionId) -> Option<watch::Receiver<u64>> {
-        lock(&self.followers).get(id).map(|f| f.applied.clone())
+        lock(&self.followers).get(id).map(|f| f.applier.applied())
     }
 }
 
@@ -170,8 +164,7 @@ pub(super) async fn create(
     let id = SessionId::random();
     let stored =
         c.store.create_versioned(id, owner, version).await.map_err(|e| ApiError::store_unavailable(&e))?;
-    let session = c.replica_of_new(hub, id, stored.ns, owner, on_gone)?;
-    Ok((session, c.session_store(id)))
+    Ok(c.replica_of_new(hub, id, stored.ns, owner, on_gone)?)
 }
 
 /// A state for session `sid`, if `owner` sees it in the store: a replica
@@ -192,8 +185,8 @@ pub(super) async fn attach<T: Table>(
     let Some(at) = c.store.attach(&id, owner).await.map_err(|e| ApiError::store_unavailable(&e))? else {
         return Ok(None);
     };
-    let session = c.start_replica(table.hub(), id, owner, &at, table.on_gone())?;
-    Ok(Some(table.adopt(session, at.version, c.session_store(id))))
+    let (session, store) = c.start_replica(table.hub(), id, owner, &at, table.on_gone())?;
+    Ok(Some(table.adopt(session, at.version, store)))
 }
 
 /// `DELETE`: the store's session goes; every node following it drops its
@@ -217,7 +210,7 @@ pub(super) async fn delete<T: Table>(
 /// store's check, and the payload goes without the replica's prefix.
 pub(super) fn wire<'a>(session: &Session, e: EventRef<'a>) -> (EventId, &'a [u8]) {
     let id = EventId::new(session.namespace(), e.stream, e.seq);
-    match replica::position(e.payload) {
+    match apply::position(e.payload) {
         Some((check, _)) => (id.with_check(check), &e.payload[PREFIX..]),
         // Never written by a follower; shown as it is.
         None => (id.with_check(0), e.payload),
@@ -232,7 +225,7 @@ pub(super) fn mark_ahead(
     e: &Event,
 ) -> futures_util::future::BoxFuture<'static, Result<(), StoreError>> {
     let c = Arc::clone(c);
-    let (check, index) = match replica::position(&e.payload) {
+    let (check, index) = match apply::position(&e.payload) {
         Some((check, index)) => (Some(check), index),
         None => (None, 0),
     };

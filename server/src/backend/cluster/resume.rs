@@ -3,7 +3,7 @@
 //! the store decides and replays the gap; the node's replica carries on
 //! live from the store's head at the decision.
 
-use super::replica::wrap;
+use super::apply::wrap;
 use super::{BusMessage, Cluster};
 use crate::backend::{Attached, Feed, Table, Ticketed};
 use crate::vocab::error::ApiError;
