@@ -10,11 +10,16 @@
  *     moment between two scripts; a failover (at most one) promotes R, so
  *     it loses whatever R had not received.
  *   - node 0 runs request A (its own stream, stream 1) and may crash, or
- *     stall long enough for its lease to run out; node 1 runs request B
+ *     stall long enough for its lease to run out. Request A's
+ *     notifications go through node 0's append queue (group commit: a
+ *     publish queues and returns; the appender writes the whole queue as
+ *     one batch; the answer waits until the queue is written). Node 1 runs request B
  *     (stream 2, so that two nodes append to one session) and the reaper.
  *     Each node has a follower filling its local replica from P.
  *   - the client of request A: reads A's stream over SSE from node 0,
  *     keeps the last (seq, check) as its cursor, and resumes on any node.
+ *     Each SSE write is a chunk of one or more events, marked delivered in
+ *     the store by one mark (its last event of stream 1) before it is sent.
  *
  * Events are named by their nonce: every append draws a fresh one (a
  * random 64-bit nonce never repeats at these bounds). Ghost arrays indexed
@@ -36,17 +41,28 @@
  *   (d) a delivery mark counts only events some node sent: every event of
  *       stream 1 at or below P's delivered mark was sent (assert in
  *       marks_ok()).
+ *   (e) write-ahead: an event reaches the client only when the store holds
+ *       it and counts it delivered (assert in accept()), so a resume with
+ *       it as the cursor, on any node, is decided on the store's facts.
  *
  * Seeded bugs (each must give a counterexample):
  *   -DSKIP_NONCE_CHECK   facts/decide ignore the cursor's check      -> (a)
- *                        (run on deliver.lua as it is, with -DNO_MARK_CHECK:
- *                        with FIX_MARK_BEYOND_HEAD row 6 refuses first)
+ *                        (run on deliver.lua as it is, with -DNO_MARK_CHECK,
+ *                        which turns (d) and (e) off: with FIX_MARK_BEYOND_HEAD
+ *                        row 6 refuses first)
  *   -DNO_ORPHAN_REAPER   no node answers a dead node's requests      -> (b)
  *   -DMARK_WITHOUT_NONCE mark_delivered without the replica's nonce  -> (d)
+ *   -DDELIVER_BEFORE_STORED a batch enters node 0's replica (and may be
+ *                        sent) before the store holds it             -> (e)
+ *                        (run with -DNO_FAILOVER and without
+ *                        FIX_MARK_BEYOND_HEAD, whose head check refuses
+ *                        such a batch's mark as well)
+ *   -DMARK_AFTER_WRITE   a write's mark is recorded after the chunk
+ *                        is sent                                     -> (e)
  *
- * Findings in the code as it is: each has a fix behind a macro (not in
- * the code yet); without it spin reports a counterexample (README.md,
- * "What spin found"):
+ * Findings in the code as it was: each has a fix behind a macro (all
+ * three are in the code); without it spin reports a counterexample
+ * (README.md, "What spin found"):
  *   -DFIX_MARK_BEYOND_HEAD  deliver.lua refuses a checked mark beyond the
  *                           store's head                          -> (d)
  *   -DFIX_WAIT              register_request, answer and the reaper's
@@ -56,12 +72,23 @@
  *                           that the event at plan.to is still the
  *                           decided one                            -> (a)
  *
+ * -DNO_FAILOVER leaves the failover out (the seeded batch bug's run).
+ *
  * Bounds: TRIES (resumes per client), DROPS (connections that drop
- * without a fault); scripts/model.sh sets them.
+ * without a fault), QN (request A's notifications: 1, or 2 for batches
+ * of two); scripts/model.sh sets them.
  */
 
+#ifndef QN
+#define QN 1            /* request A's notifications, queued in node 0's append queue (1 or 2) */
+#endif
+#if QN == 1
 #define MAXS 7          /* seqs 1..6 (0: none) */
 #define NN 8            /* nonces 1..7 (0: none) */
+#else
+#define MAXS 9
+#define NN 10
+#endif
 #ifndef DROPS
 #define DROPS 1         /* connections that drop without a fault */
 #endif
@@ -86,6 +113,10 @@ byte Rhead; byte Rn[MAXS]; byte Rdel; byte Rrw; bool Rreg; bool Rend;
 bool dirty;             /* P has writes R has not received */
 bool failed;            /* the one failover happened */
 bool answered;          /* request A's own answer was acknowledged */
+
+/* ---- node 0's append queue (gapless_redis::Appender): group commit ---- */
+byte q[QN];             /* nonces queued by request A, not yet written */
+byte qn;
 
 /* ---- nodes ---- */
 bool crashed0;          /* node 0 died (node 1 never does) */
@@ -146,8 +177,24 @@ inline last_of(s, out) {
   od
 }
 
-/* lib.lua write_events: the event at seq head + 1 with a fresh nonce.
- * append.lua refuses a stream that ended ({'ended', s}); so does
+/* lib.lua write_events, one event: event x (its nonce) at seq head + 1. */
+inline write(x, s, term, err) {
+  seq = Phead + 1;
+  assert(seq < MAXS);
+  assert(Pn[seq] == 0);                    /* (c) unique: the slot is free */
+  last_of(s, gprev[x]);
+  gseq[x] = seq; gstr[x] = s; gterm[x] = term; gerr[x] = err;
+  Pn[seq] = x; Phead = seq;
+  printf("MSC: append stream %d seq %d nonce %d (answer %d, reaper error %d)\n", s, seq, x, term, err);
+  if
+  :: term && s == 1 -> assert(!Pend); Pend = true   /* (b) one answer per log */
+  :: else -> skip
+  fi;
+  dirty = true
+}
+
+/* One event with a fresh nonce (orphan.lua's answer or error, request B's
+ * answer). append.lua refuses a stream that ended ({'ended', s}); so does
  * orphan.lua ({'done'}). `ok` tells the caller. */
 inline append(s, term, err, ok) {
   if
@@ -156,18 +203,7 @@ inline append(s, term, err, ok) {
      ok = true;
      nextn++;
      assert(nextn < NN);
-     seq = Phead + 1;
-     assert(seq < MAXS);
-     assert(Pn[seq] == 0);                 /* (c) unique: the slot is free */
-     last_of(s, gprev[nextn]);
-     gseq[nextn] = seq; gstr[nextn] = s; gterm[nextn] = term; gerr[nextn] = err;
-     Pn[seq] = nextn; Phead = seq;
-     printf("MSC: append stream %d seq %d nonce %d (answer %d, reaper error %d)\n", s, seq, nextn, term, err);
-     if
-     :: term && s == 1 -> assert(!Pend); Pend = true   /* (b) one answer per log */
-     :: else -> skip
-     fi;
-     dirty = true
+     write(nextn, s, term, err)
   fi
 }
 
@@ -218,6 +254,7 @@ end_redis:
        replicate();
        printf("MSC: replica synced at head %d\n", Rhead)
      }
+#ifndef NO_FAILOVER
   :: atomic {
        !failed && dirty
        ->                                    /* promote the replica */
@@ -229,6 +266,7 @@ end_redis:
        dirty = false;
        marks_ok()
      }
+#endif
   od
 }
 
@@ -242,18 +280,90 @@ proctype Faults() {
   fi
 }
 
+/* Appender::enqueue: the event takes its place in the queue; no seq yet. */
+inline enqueue() {
+  nextn++;
+  assert(nextn < NN && qn < QN);
+  q[qn] = nextn; qn++;
+  printf("MSC: node 0 queues nonce %d\n", nextn)
+}
+
 /* ---- request A on node 0: protocol/dispatch_2025.rs start_request + respond ---- */
 proctype RequestA() {
   byte i, seq; bool ok;
   {
     atomic { Preg = true; dirty = true; waited(); printf("MSC: node 0 registers request A\n") };    /* RedisStore::register_request */
-    atomic { append(1, false, false, ok); dense(); marks_ok() };  /* a notification: Appender -> append.lua */
+    /* QN notifications (ctx.notify -> SessionStore::publish_* ->
+     * Appender::enqueue): each is queued and returns at once; Appender0
+     * writes the queue. */
+    atomic { enqueue() };
+#if QN > 1
+    atomic { enqueue() };
+#endif
+    /* The answer waits until the store has answered everything queued
+     * before it (SessionStore::settle -> Appender::barrier). */
+    qn == 0;
     atomic {                                 /* RedisStore::answer -> orphan.lua */
       append(1, true, false, ok); dense(); marks_ok(); waited();
       if :: ok -> answered = true :: else -> skip fi
     };
     atomic { Preg = false; dirty = true; printf("MSC: node 0 finishes request A\n") }    /* RedisStore::finish_request */
   } unless { crashed0 }
+}
+
+/* ---- node 0's appender: one batch (append.lua) is the whole queue ---- */
+/* append.lua: the whole batch in one script call, in queue order, or
+ * nothing of it (refused: stream 1 ended; its events fail unsent). */
+inline write_batch() {
+  if
+  :: Pend -> printf("MSC: batch refused: stream 1 ended; its events fail unsent\n")
+  :: else ->
+     j = 0;
+     do :: j < qn -> write(q[j], 1, false, false); j++ :: else -> break od;
+     dense(); marks_ok()
+  fi;
+  qn = 0
+}
+
+#ifdef DELIVER_BEFORE_STORED
+#define early() (lvalid[0] && lh[0] == Phead && !lend[0])
+#else
+#define early() false
+#endif
+
+proctype Appender0() {
+  byte i, j, seq;
+end_appender:
+  do
+  /* The answer brings the batch into node 0's replica (apply.rs), in seq
+   * order after the events before it: the follower's step stands for both
+   * (only other nodes' events are read from the log). */
+  :: atomic { !crashed0 && qn > 0 && !early() -> write_batch() }
+#ifdef DELIVER_BEFORE_STORED
+  /* Seeded bug: the batch enters node 0's replica, numbered as the store
+   * will number it, before the store holds it; the store writes it later,
+   * or never (the node dies first, or the stream ended meanwhile). */
+  :: atomic {
+       !crashed0 && qn > 0 && early() ->
+       j = 0;
+       do
+       :: j < qn ->
+          seq = lh[0] + 1; gseq[q[j]] = seq; gstr[q[j]] = 1;
+          if :: j > 0 -> gprev[q[j]] = q[j - 1] :: else -> last_of(1, gprev[q[j]]) fi;
+          lh[0] = seq; LN(0, seq) = q[j]; lpn[0] = q[j];
+          printf("MSC: node 0's replica takes nonce %d at seq %d before the store has it\n", q[j], seq);
+          j++
+       :: else -> break
+       od
+     };
+     atomic {
+       if
+       :: !crashed0 && !Pend && Phead + 1 == gseq[q[0]] -> write_batch()
+       :: else -> qn = 0; printf("MSC: the batch is never stored\n")
+       fi
+     }
+#endif
+  od
 }
 
 /* ---- request B on node 1: its answer, on stream 2 ---- */
@@ -303,13 +413,55 @@ init {
   atomic {
     attach(0); attach(1);                    /* both nodes follow from the start */
     run Redis(); run Faults();
-    run RequestA(); run RequestB();
+    run RequestA(); run Appender0(); run RequestB();
 #ifndef NO_ORPHAN_REAPER
     run Reaper();
 #endif
     run Follower(0); run Follower(1);
     run Client()
   }
+}
+
+/* deliver.lua for a write whose last event of stream 1 is x (none: 0):
+ * refused if the store's event at its seq has another nonce (or, with
+ * FIX_MARK_BEYOND_HEAD, its seq is beyond the head); the stream ends. */
+inline mark(x) {
+  if
+  :: x == 0 -> skip
+  :: else ->
+     seq = gseq[x];
+#ifdef MARK_WITHOUT_NONCE
+     ok = true;                               /* seeded: no nonce compared */
+#else
+     ok = (Pn[seq] == 0 || Pn[seq] == x);
+#endif
+#ifdef FIX_MARK_BEYOND_HEAD
+     ok = ok && seq <= Phead;                 /* finding 1's fix: beyond the head is lost too */
+#endif
+     if
+     :: !ok -> ended = true; printf("MSC: client: mark seq %d refused (rewritten), stream ends\n", seq)
+     :: else ->
+        if :: seq > Pdel -> Pdel = seq; dirty = true :: else -> skip fi;
+        printf("MSC: node %d marks seq %d delivered\n", k, seq)
+     fi
+  fi
+}
+
+/* The client reads event x of stream 1 (its own stream). */
+inline accept(x) {
+  gsent[x] = true;
+  printf("MSC: client accepts seq %d nonce %d (cursor was %d/%d)\n", gseq[x], x, cq, cn);
+  assert(gprev[x] == cn);                     /* (a) */
+#ifndef NO_MARK_CHECK
+  /* (e) write-ahead: the store holds x and counts it delivered */
+  assert(gseq[x] <= Phead && Pn[gseq[x]] == x && Pdel >= gseq[x]);
+#endif
+  cq = gseq[x]; cn = x;
+  if
+  :: gterm[x] && gerr[x] -> outcome = ERROR
+  :: gterm[x] && !gerr[x] -> outcome = ANSWER
+  :: else -> skip
+  fi
 }
 
 /* ---- the client of request A ---- */
@@ -323,53 +475,58 @@ proctype Client() {
   byte nb, bi;
   byte tries, drops;
   byte seen, to, phead, x, tn;
-  bool ok, ended;
+  byte chunk[MAXS];     /* one write */
+  byte c, j, lastx;
+  bool ok, ended, one;
 
   /* The POST's SSE response: node 0's replica, from the stream's start. */
   k = 0; inc = linc[0]; sp = 0; nb = 0; bi = 0;
 
 live:
-  /* The SSE body (sse.rs poll_next): each event is marked delivered in
-   * the store with the replica's nonce before it is sent
-   * (Conn::mark_ahead -> RedisStore::mark_delivered -> deliver.lua). */
+  /* The SSE body (sse.rs poll_next): one write is a chunk of one or more
+   * events, the store's replay first, then the replica's; its last event
+   * of stream 1 is marked delivered in the store, with the replica's
+   * nonce, before the chunk is sent (SessionStore::mark_write ->
+   * RedisStore::mark_delivered -> deliver.lua): one mark per write. */
   do
   :: atomic {
        alive(k) && lvalid[k] && linc[k] == inc && !ended && (bi < nb || lh[k] > sp) ->
-       if
-       :: bi < nb -> x = buf[bi]; bi++      /* the store's replay first */
-       :: else -> sp++; x = LN(k, sp)        /* then the replica's live events */
-       fi;
-       if
-       :: gstr[x] != 1 -> skip                /* another stream's event */
+       c = 0; lastx = 0;
+       /* fill(): everything there is, or (when the rest is not ready yet)
+        * the first event only */
+       if :: one = true :: one = false fi;
+       do
+       :: c > 0 && (one || (bi >= nb && lh[k] <= sp)) -> break
        :: else ->
-          seq = gseq[x];
-          /* deliver.lua: refused if the store's event at seq has another nonce */
-#ifdef MARK_WITHOUT_NONCE
-          ok = true;                           /* seeded: no nonce compared */
-#else
-          ok = (Pn[seq] == 0 || Pn[seq] == x);
-#endif
-#ifdef FIX_MARK_BEYOND_HEAD
-          ok = ok && seq <= Phead;             /* finding 1's fix: beyond the head is lost too */
-#endif
           if
-          :: !ok -> ended = true; printf("MSC: client: mark seq %d refused (rewritten), stream ends\n", seq)
-          :: else ->
-             if :: seq > Pdel -> Pdel = seq; dirty = true :: else -> skip fi;
-             gsent[x] = true;
-             printf("MSC: node %d marks seq %d delivered, client accepts nonce %d (cursor was %d/%d)\n", k, seq, x, cq, cn);
-             marks_ok();
-             /* the client accepts it: property (a) */
-             assert(gprev[x] == cn);
-             cq = seq; cn = x;
-             if
-             :: gterm[x] && gerr[x] -> outcome = ERROR
-             :: gterm[x] && !gerr[x] -> outcome = ANSWER
-             :: else -> skip
-             fi
-          fi
+          :: bi < nb -> x = buf[bi]; bi++
+          :: else -> sp++; x = LN(k, sp)
+          fi;
+          chunk[c] = x; c++
+       od;
+       j = 0;
+       do
+       :: j < c -> if :: gstr[chunk[j]] == 1 -> lastx = chunk[j] :: else -> skip fi; j++
+       :: else -> break
+       od;
+#ifndef MARK_AFTER_WRITE
+       mark(lastx);
+#endif
+       if
+       :: ended -> skip
+       :: else ->                            /* the chunk is sent; the client reads it */
+          j = 0;
+          do
+          :: j < c -> if :: gstr[chunk[j]] == 1 -> accept(chunk[j]) :: else -> skip fi; j++
+          :: else -> break
+          od;
+          marks_ok()
        fi
      };
+#ifdef MARK_AFTER_WRITE
+     /* Seeded bug: the mark is recorded after the write. */
+     atomic { mark(lastx); marks_ok() };
+#endif
      if :: outcome != WAITING -> goto done :: else -> skip fi
   :: !(alive(k) && lvalid[k] && linc[k] == inc && !ended) -> goto resume   /* node died, replica dropped, stream ended */
   :: atomic { lend[k] && bi >= nb && lh[k] <= sp ->                         /* the replica's stream ended: Next::End */
