@@ -2,8 +2,9 @@
 # Installs everything the build and the test suite need, idempotently:
 # Rust components, the nightly toolchain with Miri (deep checks), cargo-fuzz,
 # Debian's redis-server and redis-cli (the Redis store's tests start their
-# own servers and clusters), Debian's chromium (the status page's browser
-# test), and the npm/pip packages of the SDK, conformance and status tests.
+# own servers and clusters), Debian's haproxy (the cluster tests' load
+# balancer), Debian's chromium (the status page's browser test), and the
+# npm/pip packages of the SDK, conformance and status tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 apt_updated=
@@ -21,12 +22,18 @@ apt_install() { # apt_install COMMAND PACKAGE: installs PACKAGE unless COMMAND e
 apt_install redis-server redis-server
 # redis-cli (a dependency of Debian's redis-server) creates the test clusters.
 apt_install redis-cli redis-tools
+# The cluster tests run through a real load balancer (docs/haproxy.cfg).
+apt_install /usr/sbin/haproxy haproxy
 # The status page's test drives it in a real headless browser.
 apt_install chromium chromium
 # The package's own service is not what the tests use: each test starts
 # redis-server on a free port. Stop it so that nothing relies on it.
 if command -v service >/dev/null 2>&1 && service redis-server status >/dev/null 2>&1; then
   service redis-server stop >/dev/null 2>&1 || true
+fi
+# Likewise haproxy's: each test starts its own on free ports.
+if command -v service >/dev/null 2>&1 && service haproxy status >/dev/null 2>&1; then
+  service haproxy stop >/dev/null 2>&1 || true
 fi
 rustup component add rustfmt clippy >/dev/null
 if ! rustup toolchain list | grep -q '^nightly'; then

@@ -119,7 +119,7 @@ fn config() -> ServerConfig {
 
 #[tokio::test]
 async fn every_row_of_the_decision_table_over_http() {
-    rows(&start(config()).await, false).await;
+    rows(&start(config()).await, &[]).await;
 }
 
 /// The same rows, the same answers, on a cluster node (`docs/SPEC.md` §8.3):
@@ -127,24 +127,51 @@ async fn every_row_of_the_decision_table_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_row_of_the_decision_table_on_a_cluster_node() {
     let redis = gapless_redis::testing::RedisServer::start(&[]);
-    rows(&start_cluster(config(), &redis.url()).await, true).await;
+    let s = start_cluster(config(), &redis.url()).await;
+    rows(&s, std::slice::from_ref(&s.server)).await;
 }
 
-/// The id of session `sid`'s newest standalone event, never delivered.
-async fn undelivered(s: &TestServer, sid: &str, cluster: bool) -> String {
-    let session = s.server.hub().get_str(sid, None).unwrap();
-    let st = session.standalone().id();
+/// The same rows through a real load balancer (HAProxy, `docs/haproxy.cfg`:
+/// TCP, round robin, no stickiness) over three cluster nodes: every
+/// request opens a connection of its own, so the requests of a row go to
+/// different nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_of_the_decision_table_through_haproxy_over_three_nodes() {
+    let redis = gapless_redis::testing::RedisServer::start(&[]);
+    let mut nodes = vec![];
+    for _ in 0..3 {
+        nodes.push(start_cluster(config(), &redis.url()).await);
+    }
+    let lb = haproxy::Haproxy::start(&nodes.iter().map(|n| n.addr).collect::<Vec<_>>());
+    let s = TestServer::at(lb.addr, "/mcp", nodes[0].server.clone());
+    let servers: Vec<_> = nodes.iter().map(|n| n.server.clone()).collect();
+    rows(&s, &servers).await;
+    let took = lb.sessions();
+    assert_eq!(took.len(), 3, "{took:?}");
+    assert!(took.iter().all(|(_, n, _)| *n >= 20), "every node took its share of the connections: {took:?}");
+}
+
+/// The id of session `sid`'s newest standalone event, never delivered:
+/// from `nodes` (the cluster nodes; none: `s`'s own process), the first
+/// whose replica holds it.
+async fn undelivered(s: &TestServer, sid: &str, nodes: &[gapless_server::McpServer]) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let high = session.reader().stream(st).unwrap().high;
-        if high.0 > 0 {
-            let id = session.event_id(st, high);
-            if !cluster {
+        let hubs = if nodes.is_empty() { std::slice::from_ref(&s.server) } else { nodes };
+        for server in hubs {
+            let Ok(session) = server.hub().get_str(sid, None) else { continue };
+            let st = session.standalone().id();
+            let high = session.reader().stream(st).map_or(0, |r| r.high.0);
+            if high == 0 {
+                continue;
+            }
+            let id = session.event_id(st, gapless::Seq(high));
+            if nodes.is_empty() {
                 return id.to_string();
             }
             // A cluster node's ring is the store's replica: each event's
             // payload starts with its check (the store's nonce).
-            let snap = session.reader().snapshot(gapless::Seq(high.0 - 1)).unwrap();
+            let snap = session.reader().snapshot(gapless::Seq(high - 1)).unwrap();
             let e = snap.iter().next().unwrap();
             let check = u64::from_le_bytes(e.payload[..8].try_into().unwrap());
             return id.with_check(check).to_string();
@@ -154,7 +181,9 @@ async fn undelivered(s: &TestServer, sid: &str, cluster: bool) -> String {
     }
 }
 
-async fn rows(s: &TestServer, cluster: bool) {
+/// Every row against `s`; `nodes`: the cluster nodes behind it (none: one
+/// process, in memory).
+async fn rows(s: &TestServer, nodes: &[gapless_server::McpServer]) {
     let other = s.initialize().await;
     let foreign = call_and_read(s, &other).await[1].clone();
     for row in ROWS {
@@ -170,7 +199,7 @@ async fn rows(s: &TestServer, cluster: bool) {
                 let r =
                     s.call_tool(&sid, 2, "emit_events", json!({"count": 1, "target": "standalone"})).await;
                 let _ = r.text().await;
-                undelivered(s, &sid, cluster).await
+                undelivered(s, &sid, nodes).await
             }
             C::Evicted => {
                 let r = s.call_tool(&sid, 3, "emit_events", json!({"count": 40})).await;
@@ -227,4 +256,15 @@ async fn rows(s: &TestServer, cluster: bool) {
             }
         }
     }
+}
+
+/// README's "Run a cluster" shows the HAProxy configuration these tests run.
+#[test]
+fn the_readme_shows_the_tested_haproxy_configuration() {
+    let readme = include_str!("../../../README.md");
+    let config = include_str!("../../../docs/haproxy.cfg");
+    assert!(
+        readme.contains(&format!("```haproxy\n{config}```")),
+        "README.md must show docs/haproxy.cfg as it is"
+    );
 }

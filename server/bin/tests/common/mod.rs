@@ -2,6 +2,8 @@
 //! HTTP client, and a small SSE reader.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod haproxy;
+
 use futures_util::StreamExt;
 use gapless_server::{McpServer, ServerConfig};
 use gapless_server_bin::demo::DemoHost;

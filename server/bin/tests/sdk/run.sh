@@ -6,7 +6,9 @@
 # it on a free loopback port with a short SSE retry hint, runs the TypeScript and the
 # Python client (each under a timeout). Then it starts a redis-server of its own and a
 # cluster of three gapless-server nodes on it, and runs both clients again through a
-# round-robin proxy over the three nodes. It stops every process it started and exits
+# round-robin proxy over the three nodes, and once more through HAProxy (Debian's
+# haproxy, the configuration of docs/haproxy.cfg on ports of its own). It stops every
+# process it started and exits
 # non-zero if any run failed. Every client run cuts its connections mid-stream through
 # a TCP proxy of its own and checks that each notification arrived exactly once.
 set -euo pipefail
@@ -33,6 +35,8 @@ command -v npm >/dev/null || die "npm not found"
 command -v python3 >/dev/null || die "python3 (>= 3.10) not found"
 command -v cargo >/dev/null || die "cargo not found"
 command -v redis-server >/dev/null || die "redis-server not found (scripts/setup.sh installs it)"
+haproxy_bin="$(command -v haproxy || echo /usr/sbin/haproxy)"
+[ -x "$haproxy_bin" ] || die "haproxy not found (scripts/setup.sh installs it)"
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 [ "$node_major" -ge 20 ] || die "node >= 20 needed, found $(node --version)"
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
@@ -213,6 +217,58 @@ run "TypeScript SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, re
   node ts_resume.mjs "${cluster[@]}" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK, cluster of 3 behind a round-robin proxy, one cut at 1/2, request + standalone stream" \
   .venv/bin/python py_resume.py "${cluster[@]}" --mode legacy --timeout "$VARIANT_TIMEOUT"
+
+# The same nodes behind HAProxy: docs/haproxy.cfg with this run's ports, and a
+# stats socket to see that every node took connections.
+node_addrs=()
+for u in "${node_urls[@]}"; do node_addrs+=("${u#http://}"); done
+node_addrs=("${node_addrs[@]%/mcp}")
+haproxy_config() { # FRONT_PORT -> the configuration on stdout
+  awk -v front="127.0.0.1:$1" -v nodes="${node_addrs[*]}" -v stats="$work/haproxy.sock" '
+    /^ *server node/ { if (!done) { n = split(nodes, a, " "); for (i = 1; i <= n; i++) printf "    server node%d %s\n", i, a[i]; done = 1 } next }
+    /^ *bind 127\.0\.0\.1:8080/ { print "    bind " front; next }
+    { print }
+    /^global$/ { print "    stats socket " stats " mode 600 level user" }
+  ' "$root/docs/haproxy.cfg"
+}
+spawn "$work/haproxy.log" bash -c "$(declare -f haproxy_config); $(declare -p node_addrs work root); \
+  haproxy_config \$1 > '$work/haproxy.cfg' && exec '$haproxy_bin' -db -f '$work/haproxy.cfg'" _ @PORT@
+haproxy_pid=$pid
+lb_url="http://127.0.0.1:$port/mcp"
+haproxy_stat() { # the backend servers' rows of `show stat`: name,stot,status
+  python3 - "$work/haproxy.sock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"show stat\n")
+lines = s.makefile().read().splitlines()
+head = lines[0].lstrip("# ").split(",")
+col = {name: i for i, name in enumerate(head)}
+for line in lines[1:]:
+    f = line.split(",")
+    if len(f) > col["stot"] and f[col["pxname"]] == "nodes" and f[col["svname"]].startswith("node"):
+        print(f[col["svname"]], f[col["stot"]], f[col["status"]])
+PY
+}
+for _ in $(seq 1 100); do
+  [ "$(haproxy_stat | grep -c ' UP$')" -eq 3 ] && break
+  sleep 0.1
+done
+say "HAProxy at $lb_url over ${node_addrs[*]}"
+lb=(--url "$lb_url" --count "$COUNT" --interval-ms "$INTERVAL_MS" --target both --cuts 0.5)
+run "TypeScript SDK, cluster of 3 behind HAProxy, one cut at 1/2, request + standalone stream" \
+  node ts_resume.mjs "${lb[@]}" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
+run "Python SDK, cluster of 3 behind HAProxy, one cut at 1/2, request + standalone stream" \
+  .venv/bin/python py_resume.py "${lb[@]}" --mode legacy --timeout "$VARIANT_TIMEOUT"
+say "HAProxy's connections per node (name, total, status): $(haproxy_stat | tr '\n' ';')"
+if haproxy_stat | awk '$2 == 0 { bad = 1 } END { exit !(bad || NR != 3) }'; then
+  failed=$((failed + 1))
+  echo "[sdk] FAIL: HAProxy did not send connections to every node" >&2
+fi
+if ! kill -0 "$haproxy_pid" 2>/dev/null; then
+  failed=$((failed + 1))
+  echo "[sdk] FAIL: haproxy died during the run" >&2
+fi
 
 for i in 0 1 2; do
   if ! kill -0 "${node_pids[$i]}" 2>/dev/null; then
