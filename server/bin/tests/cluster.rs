@@ -313,6 +313,122 @@ async fn redis_down_is_503_and_nodes_recover() {
     expect_error(get(&b.url, &sid, Some(&cursor)).await, 404, "unknown_session").await;
 }
 
+/// Open descriptors and resident memory (KiB) of a process.
+fn fds_and_rss(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    (fds, rss)
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Redis stopped (`SIGSTOP`: connections open, nothing answered) for
+/// 4 s, then resumed (`docs/SPEC.md` §8.5): a resume and a new session are
+/// `503 store_unavailable` within the store's timeout (2 s a call), a call
+/// made meanwhile ends explicitly (its answer or an error) instead of
+/// hanging, the nodes hold no more descriptors or memory than before, and
+/// everything works again, the session intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_paused_is_503_in_time_and_nothing_hangs() {
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let sid = initialize(&a.url).await;
+    let (mut seqs, mut last) = (vec![], None);
+    let r = call(&b.url, &sid, 1, json!({"count": 5})).await;
+    drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("result");
+    let cursor = last.unwrap();
+    // Warm both nodes' pools of connections and buffers first.
+    for id in 2..6 {
+        let r = call(if id % 2 == 0 { &a.url } else { &b.url }, &sid, id, json!({"count": 50})).await;
+        let _ = r.text().await;
+    }
+    let before = [fds_and_rss(a.child.id()), fds_and_rss(b.child.id())];
+    let pid = redis.pid().expect("redis-server runs");
+    signal(pid, "-STOP");
+    let stopped = Instant::now();
+
+    // A call in flight while Redis answers nothing.
+    let in_flight = tokio::spawn({
+        let (url, sid) = (a.url.clone(), sid.clone());
+        async move {
+            let r = call(&url, &sid, 9, json!({"count": 3})).await;
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap_or_default(), Instant::now())
+        }
+    });
+    let hangs = Duration::from_secs(10);
+    let t = Instant::now();
+    let r = tokio::time::timeout(hangs, get(&b.url, &sid, Some(&cursor))).await.expect("the resume hangs");
+    expect_error(r, 503, "store_unavailable").await;
+    let resume_took = t.elapsed();
+    let t = Instant::now();
+    let fresh = post(
+        &a.url,
+        None,
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    expect_error(
+        tokio::time::timeout(hangs, fresh).await.expect("initialize hangs"),
+        503,
+        "store_unavailable",
+    )
+    .await;
+    let initialize_took = t.elapsed();
+    // Each is refused after one call's timeout (2 s here); 5 s leaves room
+    // for a loaded machine, not for a second timed-out call.
+    assert!(resume_took < Duration::from_secs(5), "the resume took {resume_took:?}");
+    assert!(initialize_took < Duration::from_secs(5), "initialize took {initialize_took:?}");
+
+    tokio::time::sleep(Duration::from_secs(4).saturating_sub(stopped.elapsed())).await;
+    signal(pid, "-CONT");
+    let resumed = Instant::now();
+
+    // The call made meanwhile ends (its answer, or an explicit error: a
+    // 503 when its registration timed out), at the latest not long after
+    // Redis is back.
+    let (status, body, ended) = tokio::time::timeout(Duration::from_secs(30), in_flight)
+        .await
+        .expect("the call in flight hangs after Redis came back")
+        .unwrap();
+    assert!(status == 200 || status >= 500, "{status}: {body}");
+    assert!(body.contains("\"result\"") || body.contains("\"error\""), "{status}: {body}");
+    assert!(ended.saturating_duration_since(resumed) < Duration::from_secs(15), "{status}: {body}");
+
+    // Everything works again, and the session is intact (Redis kept it).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = get(&a.url, &sid, Some(&cursor)).await;
+        if r.status() == 200 {
+            break;
+        }
+        assert_eq!(r.status(), 503);
+        assert!(Instant::now() < deadline, "the node did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = call(&b.url, &sid, 10, json!({"count": 3})).await;
+    let (mut seqs, mut last) = (vec![], None);
+    drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("a call works again");
+    assert_eq!(seqs.len(), 3, "{seqs:?}");
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    initialize(&b.url).await;
+
+    // No descriptor or memory growth beyond noise.
+    for (node, (fds0, rss0)) in [&a, &b].into_iter().zip(before) {
+        let (fds, rss) = fds_and_rss(node.child.id());
+        assert!(fds <= fds0 + 4, "descriptors {fds0} -> {fds}");
+        assert!(rss <= rss0 + 16 * 1024, "RSS {rss0} -> {rss} KiB");
+    }
+}
+
 /// The node's `/metrics` (its listener serves them to loopback).
 async fn metrics(node_url: &str) -> String {
     let url = node_url.replace("/mcp", "/metrics");
