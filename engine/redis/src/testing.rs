@@ -142,12 +142,12 @@ impl Drop for RedisServer {
     }
 }
 
-/// A Redis Cluster of `redis-server` masters on free loopback ports (no
-/// replicas, no persistence, `noeviction`), its slots spread by
-/// `redis-cli --cluster create`; every node is killed on drop.
+/// A Redis Cluster of `redis-server` nodes on free loopback ports (no
+/// persistence, `noeviction`), its slots spread by `redis-cli --cluster
+/// create`; every node is killed on drop.
 #[derive(Debug)]
 pub struct RedisCluster {
-    /// The masters.
+    /// The nodes: the masters first, then their replicas (if any).
     pub nodes: Vec<RedisServer>,
 }
 
@@ -159,7 +159,35 @@ impl RedisCluster {
     /// When `redis-server` or `redis-cli` is missing (`scripts/setup.sh`
     /// installs both), or the cluster is not up within 20 s.
     pub fn start(masters: usize) -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..masters)
+        Self::build(masters, 0, "2000")
+    }
+
+    /// `masters` masters with `replicas` replicas each, a node timeout of
+    /// 1 s (a master that stops answering is failed over by its replica
+    /// within a few seconds), and replicas that may be promoted however
+    /// long their link was down (`cluster-replica-validity-factor 0`).
+    /// Waits until every replica's link to its master is up.
+    ///
+    /// # Panics
+    /// As [`RedisCluster::start`].
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> RedisCluster {
+        let c = Self::build(masters, replicas, "1000");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for n in &c.nodes {
+            loop {
+                let info = cli(n.port, &["INFO", "replication"]);
+                if info.contains("role:master") || info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "the replica on port {} did not sync", n.port);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        c
+    }
+
+    fn build(masters: usize, replicas: usize, node_timeout: &str) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 // The cluster bus port is set explicitly: the default, port
                 // + 10000, may be taken or beyond 65535. Each try takes
@@ -175,7 +203,9 @@ impl RedisCluster {
                             "--cluster-config-file",
                             "nodes.conf",
                             "--cluster-node-timeout",
-                            "2000",
+                            node_timeout,
+                            "--cluster-replica-validity-factor",
+                            "0",
                         ];
                         let args: Vec<String> = BASE.iter().chain(&cluster).map(|s| s.to_string()).collect();
                         RedisServer::try_start(&args)
@@ -187,7 +217,7 @@ impl RedisCluster {
         let out = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .output()
             .expect("redis-cli is installed (scripts/setup.sh installs redis-tools)");
@@ -226,6 +256,24 @@ impl RedisCluster {
             .find(|(_, ranges)| ranges.iter().any(|r| r.contains(&slot)))
             .map(|(port, _)| port)
             .unwrap_or_else(|| panic!("no master serves slot {slot}"))
+    }
+
+    /// The ports of the replicas of the master on `master_port`, as a
+    /// running node sees them (`CLUSTER NODES`).
+    pub fn replicas_of(&self, master_port: u16) -> Vec<u16> {
+        let nodes = cli(self.live_port(), &["CLUSTER", "NODES"]);
+        let port_of =
+            |f: &[&str]| -> Option<u16> { f.get(1)?.split('@').next()?.rsplit_once(':')?.1.parse().ok() };
+        let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split_whitespace().collect()).collect();
+        let Some(id) = lines.iter().find(|f| port_of(f) == Some(master_port)).map(|f| f[0]) else {
+            return vec![];
+        };
+        lines.iter().filter(|f| f.get(3) == Some(&id)).filter_map(|f| port_of(f)).collect()
+    }
+
+    /// The node on `port`.
+    pub fn node(&mut self, port: u16) -> &mut RedisServer {
+        self.nodes.iter_mut().find(|n| n.port == port).expect("a node of this cluster")
     }
 
     /// A node that is running (one may have been killed).

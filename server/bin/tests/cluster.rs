@@ -70,6 +70,11 @@ async fn get(url: &str, sid: &str, cursor: Option<&str>) -> reqwest::Response {
 }
 
 async fn initialize(url: &str) -> String {
+    try_initialize(url).await.unwrap_or_else(|status| panic!("initialize answered {status}"))
+}
+
+/// A new session's id, or the status `initialize` got instead of 200.
+async fn try_initialize(url: &str) -> Result<String, u16> {
     let r = post(
         url,
         None,
@@ -77,7 +82,9 @@ async fn initialize(url: &str) -> String {
             "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}),
     )
     .await;
-    assert_eq!(r.status(), 200);
+    if r.status() != 200 {
+        return Err(r.status().as_u16());
+    }
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
     let mut sse = SseReader::new(r);
     let mut result = false;
@@ -85,7 +92,7 @@ async fn initialize(url: &str) -> String {
         result |= e.json().is_some_and(|m| m["result"]["protocolVersion"] == "2025-06-18");
     }
     assert!(result, "the initialize result arrived");
-    sid
+    Ok(sid)
 }
 
 async fn call(url: &str, sid: &str, id: u64, args: Value) -> reqwest::Response {
@@ -1076,6 +1083,111 @@ async fn a_session_on_a_redis_cluster_resumes_on_another_node() {
         .as_str()
         .unwrap()
         .contains("60"));
+}
+
+/// A Redis Cluster master `kill -9`ed while a stream runs, its replica
+/// promoted (`docs/SPEC.md` §8.4, issue 32): the replica was stopped while
+/// the last events the client read were written, so the failover lost
+/// them. The client saw no hole; its resume, on another node, is refused
+/// `409 history_rewritten` by name, never answered with other events; and
+/// both nodes follow the new topology without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_cluster_failover_that_lost_events_is_refused_by_name() {
+    let mut cluster = gapless_redis::testing::RedisCluster::start_with_replicas(3, 1);
+    let (a, b) = (Node::start(&cluster.url(0), &[]), Node::start(&cluster.url(1), &[]));
+    let seeds = [cluster.nodes[0].port, cluster.nodes[1].port];
+    let mut sid = initialize(&a.url).await;
+    let key = |sid: &str| format!("gapless:{{{sid}}}:m");
+    for _ in 0..30 {
+        if !seeds.contains(&cluster.master_of(&key(&sid))) {
+            break;
+        }
+        sid = initialize(&a.url).await;
+    }
+    let master = cluster.master_of(&key(&sid));
+    assert!(!seeds.contains(&master), "a session on a master neither node was started with");
+    let replica = *cluster.replicas_of(master).first().expect("the master has a replica");
+
+    let r = call(&a.url, &sid, 1, json!({"count": 2000, "interval_ms": 5})).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let (mut seqs, mut cursor) = (vec![], None);
+    while seqs.len() < 40 {
+        let e = sse.next().await.expect("events before the failover");
+        if let Some(n) = e.emit_seq() {
+            seqs.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    // Replicated so far; then the replica stops and the master drops its
+    // link (what it had sent may wait in the stopped replica's socket; it
+    // sends nothing more). The tool publishes an event every 5 ms or more:
+    // at that moment at most about 100 events exist (40 read, the rest in
+    // flight), so what the client reads from the 300th on is on the master
+    // only.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let replica_pid = cluster.node(replica).pid().expect("the replica runs");
+    signal(replica_pid, "-STOP");
+    let out = Command::new("redis-cli")
+        .args(["-p", &master.to_string(), "CLIENT", "KILL", "TYPE", "replica"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1", "the master's link to its replica dropped");
+    while seqs.len() < 300 {
+        let e = sse.next().await.expect("events the replica does not have");
+        if let Some(n) = e.emit_seq() {
+            seqs.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    cluster.node(master).kill();
+    signal(replica_pid, "-CONT");
+    let killed = Instant::now();
+    // The stream goes on until the node cannot record a delivery, then
+    // ends; whatever it carried, the client saw no hole.
+    let _ = tokio::time::timeout(Duration::from_secs(60), drain_answer(&mut sse, &mut seqs, &mut cursor))
+        .await
+        .expect("the stream ends after the failover");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "no hole in what the client read");
+    let cursor = cursor.unwrap();
+
+    // The resume: 503 while the cluster fails over, then refused by name.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let r = get(&b.url, &sid, Some(&cursor)).await;
+        if r.status() != 503 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "still 503 {:?} after the kill", killed.elapsed());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let body = expect_error(refused, 409, "history_rewritten").await;
+    assert_eq!(body["cursor"], json!(cursor), "{body}");
+
+    // Both nodes follow the new topology: new sessions on the promoted
+    // replica's slots (and everywhere else) work, without a restart.
+    for node in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut works = 0;
+        while works < 6 {
+            // Six sessions in a row: with three masters, some on the
+            // promoted replica's slots.
+            let (mut got, mut answer) = (vec![], None);
+            if let Ok(fresh) = try_initialize(&node.url).await {
+                let r = call(&node.url, &fresh, 1, json!({"count": 5})).await;
+                answer = drain_answer(&mut SseReader::new(r), &mut got, &mut None).await;
+            }
+            if got == [1, 2, 3, 4, 5] && answer.is_some_and(|a| a.get("result").is_some()) {
+                works += 1;
+                continue;
+            }
+            works = 0;
+            assert!(Instant::now() < deadline, "{} does not work after the failover: {got:?}", node.url);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let promoted = cluster.master_of(&key(&sid));
+    assert_eq!(promoted, replica, "the replica took the slot over");
 }
 
 /// A 2026-07-28 request of the tasks extension to node `url`.
