@@ -338,7 +338,7 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// Redis stopped (`SIGSTOP`: connections open, nothing answered) for
-/// 4 s, then resumed (`docs/SPEC.md` §8.5): a resume and a new session are
+/// 4 s, then continued (`docs/SPEC.md` §8.5): a resume and a new session are
 /// `503 store_unavailable` within the store's timeout (2 s a call), a call
 /// made meanwhile ends explicitly (its answer or an error) instead of
 /// hanging, the nodes hold no more descriptors or memory than before, and
@@ -348,6 +348,43 @@ async fn redis_paused_is_503_in_time_and_nothing_hangs() {
     let redis = RedisServer::start(&[]);
     let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
     let sid = initialize(&a.url).await;
+    let pid = redis.pid().expect("redis-server runs");
+    paused_store(&a, &b, &sid, true, || signal(pid, "-STOP"), || signal(pid, "-CONT")).await;
+}
+
+/// The same on a Redis Cluster with replicas: the master of the session's
+/// slot paused (`CLIENT PAUSE 4000 ALL`: its clients wait, the cluster bus
+/// goes on, so no failover) while the other masters answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_cluster_master_is_503_in_time_and_nothing_hangs() {
+    let cluster = gapless_redis::testing::RedisCluster::start_with_replicas(3, 1);
+    let (a, b) = (Node::start(&cluster.url(0), &[]), Node::start(&cluster.url(1), &[]));
+    let sid = initialize(&a.url).await;
+    let master = cluster.master_of(&format!("gapless:{{{sid}}}:m"));
+    let pause = || {
+        let out = Command::new("redis-cli")
+            .args(["-p", &master.to_string(), "CLIENT", "PAUSE", "4000", "ALL"])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+    };
+    // The pause ends by itself after 4 s.
+    paused_store(&a, &b, &sid, false, pause, || ()).await;
+    assert_eq!(cluster.master_of(&format!("gapless:{{{sid}}}:m")), master, "no failover");
+}
+
+/// Session `sid` (on nodes `a` and `b`) while its store does not answer
+/// for 4 s (`pause` .. `unpause`); `whole_store`: nothing answers, so a new
+/// session is refused too.
+async fn paused_store(
+    a: &Node,
+    b: &Node,
+    sid: &str,
+    whole_store: bool,
+    pause: impl FnOnce(),
+    unpause: impl FnOnce(),
+) {
+    let sid = sid.to_owned();
     let (mut seqs, mut last) = (vec![], None);
     let r = call(&b.url, &sid, 1, json!({"count": 5})).await;
     drain(&mut SseReader::new(r), &mut seqs, &mut last).await.expect("result");
@@ -358,8 +395,7 @@ async fn redis_paused_is_503_in_time_and_nothing_hangs() {
         let _ = r.text().await;
     }
     let before = [fds_and_rss(a.child.id()), fds_and_rss(b.child.id())];
-    let pid = redis.pid().expect("redis-server runs");
-    signal(pid, "-STOP");
+    pause();
     let stopped = Instant::now();
 
     // A call in flight while Redis answers nothing.
@@ -377,18 +413,16 @@ async fn redis_paused_is_503_in_time_and_nothing_hangs() {
     expect_error(r, 503, "store_unavailable").await;
     let resume_took = t.elapsed();
     let t = Instant::now();
-    let fresh = post(
-        &a.url,
-        None,
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
-    );
-    expect_error(
-        tokio::time::timeout(hangs, fresh).await.expect("initialize hangs"),
-        503,
-        "store_unavailable",
-    )
-    .await;
+    if whole_store {
+        let fresh = post(
+            &a.url,
+            None,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        );
+        let r = tokio::time::timeout(hangs, fresh).await.expect("initialize hangs");
+        expect_error(r, 503, "store_unavailable").await;
+    }
     let initialize_took = t.elapsed();
     // Each is refused after one call's timeout (2 s here); 5 s leaves room
     // for a loaded machine, not for a second timed-out call.
@@ -396,7 +430,7 @@ async fn redis_paused_is_503_in_time_and_nothing_hangs() {
     assert!(initialize_took < Duration::from_secs(5), "initialize took {initialize_took:?}");
 
     tokio::time::sleep(Duration::from_secs(4).saturating_sub(stopped.elapsed())).await;
-    signal(pid, "-CONT");
+    unpause();
     let resumed = Instant::now();
 
     // The call made meanwhile ends (its answer, or an explicit error: a
@@ -429,7 +463,7 @@ async fn redis_paused_is_503_in_time_and_nothing_hangs() {
     initialize(&b.url).await;
 
     // No descriptor or memory growth beyond noise.
-    for (node, (fds0, rss0)) in [&a, &b].into_iter().zip(before) {
+    for (node, (fds0, rss0)) in [a, b].into_iter().zip(before) {
         let (fds, rss) = fds_and_rss(node.child.id());
         assert!(fds <= fds0 + 4, "descriptors {fds0} -> {fds}");
         assert!(rss <= rss0 + 16 * 1024, "RSS {rss0} -> {rss} KiB");
