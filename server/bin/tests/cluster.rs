@@ -1224,6 +1224,78 @@ async fn a_redis_cluster_failover_that_lost_events_is_refused_by_name() {
     assert_eq!(promoted, replica, "the replica took the slot over");
 }
 
+/// The legacy HTTP+SSE transport on a cluster (`docs/SPEC.md` §5.3, §8):
+/// the event stream on one node, the messages posted to another, whose
+/// responses and notifications arrive on that stream in order; the stream
+/// cut and reconnected on a third node with `Last-Event-ID` gets exactly
+/// what followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_client_streams_on_one_node_and_posts_to_another() {
+    let redis = RedisServer::start(&[]);
+    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &[])).collect();
+    let base = |n: &Node| n.url.trim_end_matches("/mcp").to_owned();
+    let r = http()
+        .get(format!("{}/sse", nodes[0].url))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let endpoint = sse.next().await.expect("the endpoint event");
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
+    let path = endpoint.data.clone();
+    let sid = path.rsplit_once('=').unwrap().1.to_owned();
+    let send = |msg: Value| {
+        let url = format!("{}{path}", base(&nodes[1]));
+        async move {
+            let r = http().post(url).header("content-type", "application/json").body(msg.to_string());
+            r.send().await.unwrap().status().as_u16()
+        }
+    };
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
+    assert_eq!(send(init).await, 202);
+    let e = sse.next().await.expect("the initialize response");
+    assert_eq!(e.json().unwrap()["result"]["protocolVersion"], json!("2024-11-05"), "{e:?}");
+    assert_eq!(send(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await, 202);
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":30,"interval_ms":2}}});
+    assert_eq!(send(call).await, 202);
+    let (mut got, mut cursor) = (vec![], None);
+    while got.len() < 10 {
+        let e = sse.next().await.expect("the call's notifications");
+        assert_eq!(e.event.as_deref(), Some("message"), "{e:?}");
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        }
+        cursor = e.id.or(cursor);
+    }
+    drop(sse);
+    // Reconnected on a third node with the cursor: exactly what followed.
+    let cursor = cursor.unwrap();
+    let r = http()
+        .get(format!("{}/sse?sessionId={sid}", nodes[2].url))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", &cursor)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let endpoint = sse.next().await.expect("the endpoint event again");
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
+    let result = loop {
+        let e = sse.next().await.expect("the rest of the call");
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        } else if let Some(m) = e.json().filter(|m| m["id"] == json!(1)) {
+            break m;
+        }
+    };
+    assert_eq!(got, (1..=30).collect::<Vec<_>>(), "every notification once, in order");
+    assert!(result["result"]["content"][0]["text"].as_str().unwrap().contains("emitted 30"), "{result}");
+}
+
 /// A 2026-07-28 request of the tasks extension to node `url`.
 async fn task_call(url: &str, method: &str, params: Value) -> Value {
     let mut params = params;

@@ -136,12 +136,6 @@ impl Backend {
         }
     }
 
-    /// Whether the legacy HTTP+SSE transport is served (not in a cluster
-    /// yet: `docs/SPEC.md` §8.9).
-    pub(crate) fn serves_legacy(&self) -> bool {
-        matches!(self, Backend::Local)
-    }
-
     /// This node's name in a cluster's leases.
     pub(crate) fn node(&self) -> Option<String> {
         match self {

@@ -10,8 +10,8 @@
 //! | `P/sse` (GET), `P/messages` (POST): the legacy HTTP+SSE transport | `legacy.rs` |
 //!
 //! Where sessions live (this process or a cluster's store) is the
-//! backend's (`backend/`); the legacy routes are not served in a cluster
-//! yet (§8.9).
+//! backend's (`backend/`); every route is served the same on either
+//! (the legacy transport in a cluster: §8.9).
 
 mod endpoint;
 mod error;
@@ -48,7 +48,7 @@ pub(crate) fn router(state: &Arc<AppState>) -> Router {
         .route(&endpoint, guarded(Route::Endpoint, any(endpoint::endpoint)))
         .route(&format!("{base}/session/{{id}}/upgrade"), guarded(Route::Upgrade, any(upgrade::upgrade)))
         .route(&format!("{base}/ws"), guarded(Route::Socket, any(socket::socket)));
-    if state.config.legacy_sse && state.sessions.backend.serves_legacy() {
+    if state.config.legacy_sse {
         router = router
             .route(&format!("{base}/sse"), guarded(Route::LegacySse, any(legacy::sse)))
             .route(&format!("{base}/messages"), guarded(Route::LegacyMessages, any(legacy::messages)));

@@ -7,7 +7,8 @@
 # Python client (each under a timeout). Then it starts a redis-server of its own and a
 # cluster of three gapless-server nodes on it, and runs both clients again through a
 # round-robin proxy over the three nodes, and once more through HAProxy (Debian's
-# haproxy, the configuration of docs/haproxy.cfg on ports of its own). It stops every
+# haproxy, the configuration of docs/haproxy.cfg on ports of its own), the legacy
+# clients too. It stops every
 # process it started and exits
 # non-zero if any run failed. Every client run cuts its connections mid-stream through
 # a TCP proxy of its own and checks that each notification arrived exactly once.
@@ -260,6 +261,12 @@ run "TypeScript SDK, cluster of 3 behind HAProxy, one cut at 1/2, request + stan
   node ts_resume.mjs "${lb[@]}" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK, cluster of 3 behind HAProxy, one cut at 1/2, request + standalone stream" \
   .venv/bin/python py_resume.py "${lb[@]}" --mode legacy --timeout "$VARIANT_TIMEOUT"
+# The legacy transport through it: the GET's event stream on one node, each POST on
+# the next (docs/SPEC.md §8).
+run "TypeScript SDK legacy SSEClientTransport, cluster of 3 behind HAProxy: tools, a call, a cut" \
+  node ts_legacy.mjs --url "$lb_url" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
+run "Python SDK legacy sse_client, cluster of 3 behind HAProxy: tools, a call, a cut" \
+  .venv/bin/python py_legacy.py --url "$lb_url" --timeout "$VARIANT_TIMEOUT"
 say "HAProxy's connections per node (name, total, status): $(haproxy_stat | tr '\n' ';')"
 if haproxy_stat | awk '$2 == 0 { bad = 1 } END { exit !(bad || NR != 3) }'; then
   failed=$((failed + 1))
