@@ -3,7 +3,7 @@
 # there): the model must hold, every seeded bug and every finding in the
 # code as it is must be reported as a counterexample.
 #   bash scripts/model.sh quick   # CI: one resume (the bugs: and one drop)
-#   bash scripts/model.sh deep    # 3 resumes, 1 drop (minutes, ~10 GB)
+#   bash scripts/model.sh deep    # 3 resumes, 1 drop (about 10 minutes)
 #   bash scripts/model.sh batch   # batches of two notifications, 1 resume (~10 min, ~11 GB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
