@@ -22,6 +22,12 @@ pub(crate) fn marker(prefix: &str, id: &SessionId) -> String {
     format!("{prefix}{{{id}}}:w")
 }
 
+/// The mark that a request on a shared stream was answered (`orphan.lua`;
+/// in the session's hash slot, expiring after the session's idle timeout).
+pub(crate) fn answered(prefix: &str, id: &SessionId, token: u64) -> String {
+    format!("{prefix}{{{id}}}:r:{token:016x}")
+}
+
 /// A migration ticket's index entry: the session it belongs to.
 pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
     format!("{prefix}ticket:{ticket}")
@@ -43,7 +49,8 @@ pub(crate) fn node_alive(prefix: &str, node: &str) -> String {
     format!("{prefix}node:{node}:alive")
 }
 
-/// A node's open requests: `<session id>|<stream>` -> the request's JSON-RPC id.
+/// A node's open requests: `<session id>|<stream>` (and `|<token>` on a
+/// shared stream, `RequestAt::field`) -> the request's JSON-RPC id.
 pub(crate) fn node_requests(prefix: &str, node: &str) -> String {
     format!("{prefix}node:{node}:requests")
 }

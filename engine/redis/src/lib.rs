@@ -55,7 +55,9 @@ pub use appender::{
 pub use client::{RedisStore, StoreConfig, StoreFigures, DEFAULT_PREFIX};
 pub use error::{AppendError, RedeemError, ReplayError, StoreError};
 pub use facts::{RedisFacts, ReplayPlan};
-pub use model::{Appended, Attach, OwnEvent, Position, StoredEvent, StoredSession, Tail, TailEntry};
+pub use model::{
+    Appended, Attach, OwnEvent, Position, RequestAt, StoredEvent, StoredSession, Tail, TailEntry,
+};
 pub use notify::{Announced, Notifier, Watch};
 pub use session::REPLAY_CHUNKS;
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

@@ -114,13 +114,93 @@ pub struct StoredEvent {
     pub payload: Bytes,
 }
 
+/// Where a request running on a node is answered (`docs/SPEC.md` §8.5):
+/// the stream its response goes on and, on a stream other requests share,
+/// the token that tells its answer from theirs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestAt {
+    /// The request's own stream: its answer ends it.
+    Own(StreamId),
+    /// A stream the request shares with others (the legacy HTTP+SSE
+    /// transport's): its answer is written once, marked by the token in
+    /// the store, and the stream goes on. Make one with
+    /// [`RequestAt::shared`].
+    Shared(StreamId, u64),
+}
+
+impl RequestAt {
+    /// The stream the answer goes on.
+    pub fn stream(&self) -> StreamId {
+        match *self {
+            RequestAt::Own(s) | RequestAt::Shared(s, _) => s,
+        }
+    }
+
+    /// The field of the node's open requests that names it:
+    /// `<session id>|<stream>`, and `|<token>` (16 hex) when shared.
+    pub(crate) fn field(&self, id: &SessionId) -> String {
+        match *self {
+            RequestAt::Own(s) => format!("{id}|{}", s.0),
+            RequestAt::Shared(s, t) => format!("{id}|{}|{t:016x}", s.0),
+        }
+    }
+
+    /// The session and place a field of [`RequestAt::field`]'s form names.
+    pub(crate) fn parse_field(field: &str) -> Option<(SessionId, RequestAt)> {
+        let mut parts = field.split('|');
+        let sid = SessionId::parse(parts.next()?)?;
+        let stream = StreamId(parts.next()?.parse().ok()?);
+        let at = match parts.next() {
+            None => RequestAt::Own(stream),
+            Some(t) if t.len() == 16 => RequestAt::Shared(stream, u64::from_str_radix(t, 16).ok()?),
+            Some(_) => return None,
+        };
+        parts.next().is_none().then_some((sid, at))
+    }
+}
+
+impl From<StreamId> for RequestAt {
+    fn from(s: StreamId) -> Self {
+        RequestAt::Own(s)
+    }
+}
+
 /// What `orphan.lua` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Orphaned {
-    /// It wrote the answer and ended the stream.
+    /// It wrote the answer (and ended the stream, if the request's own).
     Wrote,
-    /// The stream had ended (or its record is gone): nothing written.
+    /// The stream had ended, its record is gone, or (on a shared stream)
+    /// the request was answered already: nothing written.
     Done,
     /// The answer exceeds the session's byte budget: nothing written.
     TooLarge,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_field_names_its_place() {
+        let id = SessionId::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let own = RequestAt::Own(StreamId(7));
+        let shared = RequestAt::Shared(StreamId(7), 0xab);
+        // The form of a field written before shared streams stays the own one.
+        assert_eq!(own.field(&id), format!("{id}|7"));
+        assert_eq!(shared.field(&id), format!("{id}|7|00000000000000ab"));
+        for at in [own, shared] {
+            assert_eq!(RequestAt::parse_field(&at.field(&id)), Some((id, at)));
+        }
+        for bad in [
+            "",
+            "x|7",
+            &format!("{id}"),
+            &format!("{id}|x"),
+            &format!("{id}|7|ab"),
+            &format!("{id}|7|00000000000000ab|1"),
+        ] {
+            assert_eq!(RequestAt::parse_field(bad), None, "{bad}");
+        }
+    }
 }

@@ -1,20 +1,27 @@
 //! Nodes, their leases and their open requests (`docs/SPEC.md` §8.5): a
 //! node refreshes its lease while it runs and registers each request it is
 //! running; when a lease expires, a surviving node answers every request the
-//! dead node left open with an explicit error and ends its stream, in one
-//! script per request ([`RedisStore::reap`]).
+//! dead node left open with an explicit error (and ends the request's own
+//! stream), once, in one script per request ([`RedisStore::reap`]).
 
 use crate::client::durable::Write;
-use crate::client::RedisStore;
+use crate::client::{random_u64, RedisStore};
 use crate::error::StoreError;
 use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock};
-use crate::model::Orphaned;
+use crate::model::{Orphaned, RequestAt};
 use gapless::{SessionId, StreamId};
 use redis::AsyncCommands as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl RequestAt {
+    /// A place on shared stream `stream`, with a fresh random token.
+    pub fn shared(stream: StreamId) -> Self {
+        RequestAt::Shared(stream, random_u64())
+    }
 }
 
 impl RedisStore {
@@ -27,16 +34,17 @@ impl RedisStore {
     }
 
     /// Records that `node` runs request `request_id` (its JSON-RPC id, as
-    /// JSON) on `stream` of session `id`.
+    /// JSON) of session `id`, answered `at` (its own stream: a
+    /// [`StreamId`]; or a shared one, [`RequestAt::shared`]).
     pub async fn register_request(
         &self,
         node: &str,
         id: &SessionId,
-        stream: StreamId,
+        at: impl Into<RequestAt>,
         request_id: &str,
     ) -> Result<(), StoreError> {
         let mut cmd = redis::cmd("HSET");
-        cmd.arg(node_requests(&self.config.prefix, node)).arg(format!("{id}|{}", stream.0)).arg(request_id);
+        cmd.arg(node_requests(&self.config.prefix, node)).arg(at.into().field(id)).arg(request_id);
         let add = |p: &mut redis::Pipeline| {
             p.add_command(cmd.clone());
         };
@@ -50,15 +58,17 @@ impl RedisStore {
         &self,
         node: &str,
         id: &SessionId,
-        stream: StreamId,
+        at: impl Into<RequestAt>,
     ) -> Result<(), StoreError> {
         let key = node_requests(&self.config.prefix, node);
-        self.cmd(redis::cmd("HDEL").arg(key).arg(format!("{id}|{}", stream.0))).await
+        self.cmd(redis::cmd("HDEL").arg(key).arg(at.into().field(id))).await
     }
 
     /// Answers the open requests of every node whose lease expired (other
     /// than `me`): `answer(request_id)` is the JSON-RPC error each gets on
-    /// its stream, which then ends. Returns how many were answered. One
+    /// its stream, which then ends if it is the request's own
+    /// ([`RedisStore::answer`]: a request its node answered is not answered
+    /// again). Returns how many were answered. One
     /// reaper per dead node at a time (a lock in the store); what a reaper
     /// that dies half-way left is answered by the next, never twice.
     pub async fn reap(&self, me: &str, answer: impl Fn(&str) -> bytes::Bytes) -> Result<usize, StoreError> {
@@ -79,13 +89,10 @@ impl RedisStore {
             let open: Vec<(String, String)> =
                 self.cmd(redis::cmd("HGETALL").arg(node_requests(&p, node))).await?;
             for (field, request_id) in open {
-                let Some((sid, stream)) = field.split_once('|') else { continue };
-                let (Some(sid), Ok(stream)) = (SessionId::parse(sid), stream.parse::<u64>()) else {
-                    continue;
-                };
+                let Some((sid, at)) = RequestAt::parse_field(&field) else { continue };
                 let payload = answer(&request_id);
                 // Safe from a failover before the HDEL below (`durable.rs`).
-                match self.orphan(&sid, StreamId(stream), &payload).await {
+                match self.orphan(&sid, at, &payload).await {
                     Ok(Orphaned::Wrote) => answered += 1,
                     Ok(Orphaned::Done | Orphaned::TooLarge) | Err(StoreError::UnknownSession) => {}
                     Err(e) => return Err(e),

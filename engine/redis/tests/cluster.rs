@@ -192,6 +192,58 @@ async fn announcements_leases_and_the_bus_reach_across_masters() {
     }
 }
 
+/// A request on a stream other requests share (the legacy transport's) is
+/// answered once, by its node or by the reaper when its node died, and the
+/// stream goes on: the answered mark is a key in the session's slot on
+/// every master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_shared_stream_is_answered_once() {
+    let cluster = RedisCluster::start(3);
+    let s = RedisStore::connect(&cluster.url(0), config(64, 1 << 20)).await.unwrap();
+    let sessions = one_session_per_master(&cluster);
+    s.heartbeat("a", Duration::from_millis(300)).await.unwrap();
+    let mut shared = Vec::new();
+    for id in sessions.values() {
+        s.create(*id, None).await.unwrap();
+        let stream = s.open_stream(id).await.unwrap();
+        // Request 1 is answered by its node; 2 is still running when it dies.
+        let (one, two) = (gapless_redis::RequestAt::shared(stream), gapless_redis::RequestAt::shared(stream));
+        assert_ne!(one, two, "each request has its own token");
+        s.register_request("a", id, one, "1").await.unwrap();
+        s.register_request("a", id, two, "2").await.unwrap();
+        assert_eq!(s.answer(id, one, b"{\"id\":1,\"result\":{}}").await, Ok(true));
+        assert_eq!(s.answer(id, one, b"{\"id\":1,\"again\":1}").await, Ok(false), "answered once");
+        // Node "a" died before it forgot request 1.
+        shared.push((*id, stream));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered =
+        s.reap("b", |rid| Bytes::from(format!("{{\"id\":{rid},\"error\":-32090}}"))).await.unwrap();
+    assert_eq!(answered, sessions.len(), "request 2 of each session, not request 1 again");
+    for (id, stream) in &shared {
+        // The stream goes on: the next request's events follow.
+        s.append(id, &[(*stream, Bytes::from_static(b"next"))]).await.unwrap();
+        let t = s.tail(id, (0, 0), 10, Seq(0)).await.unwrap().unwrap();
+        let kinds: Vec<String> = t
+            .entries
+            .iter()
+            .map(|(_, e)| match e {
+                TailEntry::Event(e) => format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload)),
+                TailEntry::Ended(s) => format!("end {s}"),
+                TailEntry::Own(e) => format!("own {}", e.seq),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                format!("{stream}:{{\"id\":1,\"result\":{{}}}}"),
+                format!("{stream}:{{\"id\":2,\"error\":-32090}}"),
+                format!("{stream}:next"),
+            ]
+        );
+    }
+}
+
 /// When the node the notifier is connected to goes away, it reconnects to
 /// another node of the cluster it learnt of, and wakes every watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

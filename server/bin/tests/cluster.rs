@@ -1296,6 +1296,87 @@ async fn a_legacy_client_streams_on_one_node_and_posts_to_another() {
     assert!(result["result"]["content"][0]["text"].as_str().unwrap().contains("emitted 30"), "{result}");
 }
 
+/// `kill -9` of the node running a legacy transport request (its
+/// response goes on the session's shared stream, `docs/SPEC.md` §8.9): the
+/// client's stream, on another node, gets what the dead node published,
+/// once, in order, then the explicit JSON-RPC error for the request within
+/// the bound of §8.6, and goes on: a later request's response follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_answers_its_legacy_request_and_the_stream_goes_on() {
+    let redis = RedisServer::start(&[]);
+    let keep = Node::start(&redis.url(), &[]);
+    let mut doomed = Node::start(&redis.url(), &[]);
+    let base = |n: &Node| n.url.trim_end_matches("/mcp").to_owned();
+    let r =
+        http().get(format!("{}/sse", keep.url)).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let endpoint = sse.next().await.expect("the endpoint event");
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
+    let path = endpoint.data.clone();
+    let send = |url: String, msg: Value| async move {
+        let r = http().post(url).header("content-type", "application/json").body(msg.to_string());
+        r.send().await.unwrap().status().as_u16()
+    };
+    let (to_keep, to_doomed) = (format!("{}{path}", base(&keep)), format!("{}{path}", base(&doomed)));
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
+    assert_eq!(send(to_keep.clone(), init).await, 202);
+    assert!(sse.next().await.expect("the initialize response").json().is_some());
+    assert_eq!(
+        send(to_keep.clone(), json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await,
+        202
+    );
+    // A long call on the doomed node: 2000 events, 5 ms apart.
+    let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":2000,"interval_ms":5}}});
+    assert_eq!(send(to_doomed, call).await, 202);
+    let mut got = vec![];
+    while got.len() < 20 {
+        let e = sse.next().await.expect("the call's notifications");
+        if let Some(n) = e.emit_seq() {
+            got.push(n);
+        }
+    }
+    doomed.child.kill().unwrap(); // SIGKILL
+    doomed.child.wait().unwrap();
+    let killed = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(25), async {
+        loop {
+            let e = sse.next().await.expect("the stream goes on");
+            if let Some(n) = e.emit_seq() {
+                got.push(n);
+            } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+                break m;
+            }
+        }
+    })
+    .await
+    .expect("an answer for the orphaned legacy request");
+    let took = killed.elapsed();
+    let n = got.len() as u64;
+    assert!(n < 2000, "the node was killed mid-call");
+    assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what it published, once, in order");
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    // The stream is the session's: it goes on, the next request's response
+    // follows, and nothing else for request 1 came between.
+    let next = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":3,"interval_ms":1}}});
+    assert_eq!(send(to_keep, next).await, 202);
+    let mut more = vec![];
+    let result = loop {
+        let e = sse.next().await.expect("the next request's events");
+        if let Some(n) = e.emit_seq() {
+            more.push(n);
+        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+            break m;
+        }
+    };
+    assert_eq!(more, [1, 2, 3]);
+    assert_eq!(result["id"], json!(2), "request 1 was answered once: {result}");
+    assert!(result["result"]["content"][0]["text"].as_str().unwrap().contains("emitted 3"), "{result}");
+}
+
 /// A 2026-07-28 request of the tasks extension to node `url`.
 async fn task_call(url: &str, method: &str, params: Value) -> Value {
     let mut params = params;

@@ -30,7 +30,7 @@ mod store;
 pub(crate) mod task_store;
 
 pub(crate) use feed::Feed;
-pub(crate) use gapless_redis::{RedisStore, StoreError, StoreFigures};
+pub(crate) use gapless_redis::{RedisStore, RequestAt, StoreError, StoreFigures};
 pub(crate) use store::{OpenError, SessionStore};
 
 use crate::vocab::error::{ApiError, SendError};

@@ -5,7 +5,7 @@
 
 use super::cluster::{self, Cluster};
 use super::feed::Feed;
-use super::{Attached, Outcome, StoreError};
+use super::{Attached, Outcome, RequestAt, StoreError};
 use crate::telemetry::Metrics;
 use crate::vocab::error::{ApiError, SendError};
 use crate::vocab::secret::SessionTag;
@@ -166,26 +166,26 @@ impl SessionStore {
     /// the request's `own`, ends it. In a cluster the answer and the end
     /// are one idempotent step in the store, retried while the store is
     /// down (a response never stored would leave the stream without an
-    /// end) until `deadline` from now.
+    /// end) until `deadline` from now; so is the answer of a request on a
+    /// shared stream that was `registered` (answered once: by this node or,
+    /// if it dies first, by the reaper).
     pub(crate) async fn respond(
         &self,
         session: &Session,
         stream: &StreamHandle,
         own: bool,
+        registered: Option<RequestAt>,
         bytes: Bytes,
         deadline: Duration,
     ) -> Responded {
         match self {
-            SessionStore::Cluster { cluster, .. } if own => {
+            SessionStore::Cluster { cluster, .. } if own || registered.is_some() => {
+                let at = registered.filter(|_| !own).unwrap_or(RequestAt::Own(stream.id()));
                 self.settle(session, stream.id()).await;
                 let deadline = tokio::time::Instant::now() + deadline;
                 let len = bytes.len();
                 loop {
-                    let r = cluster
-                        .store
-                        .answer(&session.id(), stream.id(), &bytes)
-                        .await
-                        .map_err(store_send_error);
+                    let r = cluster.store.answer(&session.id(), at, &bytes).await.map_err(store_send_error);
                     match r {
                         Ok(wrote) => return Responded { stored: true, published: wrote.then_some(len) },
                         Err(SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
@@ -306,31 +306,34 @@ impl SessionStore {
         }
     }
 
-    /// Registers request `id`, running on this node on its own `stream`, in
-    /// the store: if this node dies, another answers it with an explicit
-    /// error (`docs/SPEC.md` §8.5). Whether it must be forgotten when done
+    /// Registers request `id`, running on this node on `stream` (its `own`,
+    /// or one it shares with other requests), in the store: if this node
+    /// dies, another answers it with an explicit error (`docs/SPEC.md`
+    /// §8.5). Where it is registered, to answer it
+    /// ([`SessionStore::respond`]) and forget it when done
     /// ([`SessionStore::forget_request`]); never in process.
     pub(crate) async fn register_request(
         &self,
         session: &Session,
         stream: &StreamHandle,
+        own: bool,
         id: &Value,
-    ) -> bool {
-        let SessionStore::Cluster { cluster, .. } = self else { return false };
-        let r =
-            cluster.store.register_request(&cluster.node, &session.id(), stream.id(), &id.to_string()).await;
+    ) -> Option<RequestAt> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        let at = if own { RequestAt::Own(stream.id()) } else { RequestAt::shared(stream.id()) };
+        let r = cluster.store.register_request(&cluster.node, &session.id(), at, &id.to_string()).await;
         if let Err(e) = &r {
             tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "request not registered in the store");
         }
         // Even a failed registration may have reached the primary (a write
         // no replica acknowledged): forget it when done.
-        true
+        Some(at)
     }
 
     /// Forgets a request [`SessionStore::register_request`] registered.
-    pub(crate) async fn forget_request(&self, session: &Session, stream: &StreamHandle) {
+    pub(crate) async fn forget_request(&self, session: &Session, at: RequestAt) {
         if let SessionStore::Cluster { cluster, .. } = self {
-            let _ = cluster.store.finish_request(&cluster.node, &session.id(), stream.id()).await;
+            let _ = cluster.store.finish_request(&cluster.node, &session.id(), at).await;
         }
     }
 

@@ -5,6 +5,7 @@
 //! application's (a cancel is the transport's).
 
 use super::{builtin, Protocol};
+use crate::backend::RequestAt;
 use crate::host::{Host, RequestContext, SessionHandle, Via};
 use crate::session::SessionState;
 use crate::vocab::jsonrpc::{self, RpcError};
@@ -41,8 +42,15 @@ pub(crate) type Reply = Option<oneshot::Sender<Value>>;
 /// response could not be stored before the client-request timeout (the
 /// request's registration then stays, so that the reaper answers it if
 /// this node dies).
-async fn respond(sess: &SessionState, stream: &StreamHandle, own: bool, msg: Value, reply: Reply) -> bool {
-    let stored = sess.respond(stream, own, &msg).await;
+async fn respond(
+    sess: &SessionState,
+    stream: &StreamHandle,
+    own: bool,
+    registered: Option<RequestAt>,
+    msg: Value,
+    reply: Reply,
+) -> bool {
+    let stored = sess.respond(stream, own, registered, &msg).await;
     if let Some(tx) = reply {
         let _ = tx.send(msg);
     }
@@ -98,7 +106,7 @@ pub(crate) async fn start_request(
         );
         let (sess, stream) = (Arc::clone(sess), stream.clone());
         tokio::spawn(async move {
-            respond(&sess, &stream, own, jsonrpc::response(&req.id, Err(e)), reply).await;
+            respond(&sess, &stream, own, None, jsonrpc::response(&req.id, Err(e)), reply).await;
         });
         return;
     };
@@ -110,7 +118,7 @@ pub(crate) async fn start_request(
     };
     // In a cluster, the node's open requests are in the store: if this node
     // dies, another answers them with an explicit error (`docs/SPEC.md` §8.5).
-    let registered = own && sess.store.register_request(&sess.session, stream, &req.id).await;
+    let registered = sess.store.register_request(&sess.session, stream, own, &req.id).await;
     let span = tracing::info_span!(
         "request",
         session = %SessionTag::of_id(&sess.session.id()),
@@ -129,8 +137,8 @@ struct Running {
     stream: StreamHandle,
     /// The stream is the request's own (ended after the response).
     own: bool,
-    /// The request is registered in the cluster's store.
-    registered: bool,
+    /// Where the request is registered in the cluster's store.
+    registered: Option<RequestAt>,
     cancel: CancellationToken,
 }
 
@@ -154,13 +162,15 @@ impl Running {
         };
         let (sess, stream) = (&self.sess, &self.stream);
         let stored = match outcome {
-            Some(outcome) => respond(sess, stream, self.own, jsonrpc::response(&id, outcome), reply).await,
+            Some(outcome) => {
+                respond(sess, stream, self.own, self.registered, jsonrpc::response(&id, outcome), reply).await
+            }
             None if self.own => sess.end_stream(stream).await.is_ok(),
             None => true,
         };
         sess.untrack_request(&id);
-        if self.registered && stored {
-            sess.store.forget_request(&sess.session, stream).await;
+        if let (Some(at), true) = (self.registered, stored) {
+            sess.store.forget_request(&sess.session, at).await;
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use super::fairness::ClientSlot;
 use super::lanes::{Claim, Lane, Lanes};
-use crate::backend::{Attached, OpenError, SessionStore};
+use crate::backend::{Attached, OpenError, RequestAt, SessionStore};
 use crate::telemetry::{Metrics, Published, TargetKind};
 use crate::vocab::change::Announcer;
 use crate::vocab::config::ServerConfig;
@@ -200,11 +200,18 @@ impl SessionState {
     }
 
     /// Publishes a request's response on its stream, ending the stream if
-    /// it is the request's `own` (see [`SessionStore::respond`]); `false`
+    /// it is the request's `own`, once if the request is `registered` in a
+    /// cluster's store (see [`SessionStore::respond`]); `false`
     /// when, in a cluster, the response could not be stored in time.
-    pub(crate) async fn respond(&self, stream: &StreamHandle, own: bool, msg: &Value) -> bool {
+    pub(crate) async fn respond(
+        &self,
+        stream: &StreamHandle,
+        own: bool,
+        registered: Option<RequestAt>,
+        msg: &Value,
+    ) -> bool {
         let deadline = self.config.client_request_timeout;
-        let r = self.store.respond(&self.session, stream, own, json_bytes(msg), deadline).await;
+        let r = self.store.respond(&self.session, stream, own, registered, json_bytes(msg), deadline).await;
         if let Some(len) = r.published {
             self.count(stream.id(), len);
         }

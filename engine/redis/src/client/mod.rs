@@ -246,10 +246,17 @@ impl RedisStore {
         script_items(self.bounded(inv.invoke_async(&mut c)).await?)
     }
 
-    /// A call of `script` on session `id`'s keys as one command
-    /// (`EVALSHA`), for a pipeline ([`RedisStore::durably`]).
-    pub(crate) fn script_cmd(&self, script: &Script, id: &SessionId, args: &[&[u8]]) -> redis::Cmd {
-        let keys = session_keys(&self.config.prefix, id);
+    /// A call of `script` on session `id`'s keys, and `extra` after them
+    /// (in its hash slot), as one command (`EVALSHA`), for a pipeline
+    /// ([`RedisStore::durably`]).
+    pub(crate) fn script_cmd(
+        &self,
+        script: &Script,
+        id: &SessionId,
+        extra: Option<String>,
+        args: &[&[u8]],
+    ) -> redis::Cmd {
+        let keys: Vec<String> = session_keys(&self.config.prefix, id).into_iter().chain(extra).collect();
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash()).arg(keys.len()).arg(&keys[..]);
         for a in args {

@@ -1,13 +1,31 @@
--- Answers an orphaned request: its node died (its lease expired) before
--- the request's stream ended. If the stream is still open, appends the
--- answer (ARGV payload, a JSON-RPC error built by the caller) and ends the
--- stream, in one step, so that a reaper that dies half-way and the next one
--- never answer twice. ARGV: stream, nonce, payload.
--- Answers {'ok', seq}, {'done'} (already ended or gone), {'too_large'} (the
--- answer exceeds the session's byte budget) or {'unknown'}.
+-- Answers a request, once: by its node (its response), or by a reaper
+-- when its node died (its lease expired) before the request was answered
+-- (a JSON-RPC error built by the caller). ARGV: stream, nonce, payload,
+-- and for a request on a stream other requests share (the legacy
+-- transport's) its token, with KEYS[8] the mark that it was answered.
+-- On its own stream (no token) the request is answered if the stream is
+-- still open: the answer is appended and the stream ended, in one step.
+-- On a shared stream it is answered if the mark is absent and the stream
+-- open: the answer is appended and the mark set (for the session's idle
+-- timeout), in one step; the stream goes on. Either way a node's answer,
+-- a reaper's, and a reaper that dies half-way and the next one never
+-- answer twice.
+-- Answers {'ok', seq}, {'done'} (already answered, the stream ended or
+-- gone), {'too_large'} (the answer exceeds the session's byte budget) or
+-- {'unknown'}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
+end
+local shared = ARGV[4] ~= nil and ARGV[4] ~= ''
+if shared then
+  local v = redis.pcall('GET', KEYS[8])
+  if failed(v) then
+    return { 'corrupt', KEYS[8] }
+  end
+  if v then
+    return { 'done' }
+  end
 end
 local m = meta_get()
 if not m then
@@ -24,6 +42,14 @@ end
 local recs = {}
 recs[ARGV[1]] = r
 local seq = write_events(m, recs, { ARGV[1], ARGV[2], payload }, 1, 1, redis.call('LLEN', B))
+if shared then
+  redis.call('SET', KEYS[8], ARGV[4], 'PX', fmt(m.ttl))
+  meta_put(m)
+  touch(m)
+  -- A bare head, as an append announces.
+  announce(fmt(m.head))
+  return { 'ok', seq }
+end
 r.ended = 1
 redis.call('HSET', S, ARGV[1], rec_str(r))
 redis.call('XADD', L, fmt(m.head) .. '-*', 't', 'e', 's', ARGV[1])

@@ -5,7 +5,7 @@
 use crate::client::durable::Write;
 use crate::client::{random_u64, random_u64s, RedisStore};
 use crate::error::{AppendError, Guarded, StoreError};
-use crate::model::{Appended, Orphaned};
+use crate::model::{Appended, Orphaned, RequestAt};
 use crate::reply::{int, script_items, text};
 use bytes::Bytes;
 use gapless::{Seq, SessionId, StreamId};
@@ -28,12 +28,20 @@ impl RedisStore {
         }
     }
 
-    /// Answers a request on its own stream and ends the stream, in one
-    /// step, unless the stream has ended already (then nothing is written
-    /// and `Ok(false)`): retrying after a timeout, or racing the reaper of a
-    /// node thought dead, never answers twice.
-    pub async fn answer(&self, id: &SessionId, stream: StreamId, payload: &[u8]) -> Result<bool, StoreError> {
-        match self.orphan(id, stream, payload).await? {
+    /// Answers a request, once: on its own stream (a [`StreamId`] is
+    /// [`RequestAt::Own`]) the answer ends the stream, unless it has ended
+    /// already; on a shared stream the answer is written unless the
+    /// request's token shows it was answered already, and the stream goes
+    /// on. When nothing is written the answer is `Ok(false)`: retrying after
+    /// a timeout, or racing the reaper of a node thought dead, never answers
+    /// twice.
+    pub async fn answer(
+        &self,
+        id: &SessionId,
+        at: impl Into<RequestAt>,
+        payload: &[u8],
+    ) -> Result<bool, StoreError> {
+        match self.orphan(id, at.into(), payload).await? {
             Orphaned::Wrote => Ok(true),
             Orphaned::Done => Ok(false),
             Orphaned::TooLarge => {
@@ -42,17 +50,26 @@ impl RedisStore {
         }
     }
 
-    /// `orphan.lua` (the answer and the stream's end, unless it ended),
-    /// safe from a failover (`durable.rs`).
+    /// `orphan.lua` (the answer, once, and the end of the request's own
+    /// stream), safe from a failover (`durable.rs`).
     pub(crate) async fn orphan(
         &self,
         id: &SessionId,
-        stream: StreamId,
+        at: RequestAt,
         payload: &[u8],
     ) -> Result<Orphaned, StoreError> {
         let nonce = format!("{:016x}", random_u64());
-        let s = stream.0.to_string();
-        let cmd = self.script_cmd(&self.scripts.orphan, id, &[s.as_bytes(), nonce.as_bytes(), payload]);
+        let s = at.stream().0.to_string();
+        // On a shared stream: the token, and the mark's key as an eighth.
+        let (token, mark) = match at {
+            RequestAt::Own(_) => (None, None),
+            RequestAt::Shared(_, t) => {
+                (Some(format!("{t:016x}")), Some(crate::keys::answered(&self.config.prefix, id, t)))
+            }
+        };
+        let mut args: Vec<&[u8]> = vec![s.as_bytes(), nonce.as_bytes(), payload];
+        args.extend(token.as_ref().map(|t| t.as_bytes()));
+        let cmd = self.script_cmd(&self.scripts.orphan, id, mark, &args);
         let add = |p: &mut redis::Pipeline| {
             p.add_command(cmd.clone());
         };
