@@ -122,6 +122,7 @@ pub mod session;
 #[cfg(feature = "tokio")]
 pub mod subscription;
 mod sync;
+pub mod task;
 
 pub use gapless_wire as wire;
 pub use gapless_wire::{client, event_id, ErrorKind, EventId, Namespace, Seq, StreamId};

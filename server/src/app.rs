@@ -66,6 +66,9 @@ pub enum BuildError {
     Store(String),
     /// `ServerConfig::request_state_secret` has fewer than 16 bytes.
     Secret,
+    /// The task event streams' bounds are invalid (`task_events_*`,
+    /// `max_task_event_bytes`).
+    TaskEvents(String),
 }
 
 impl fmt::Display for BuildError {
@@ -75,6 +78,7 @@ impl fmt::Display for BuildError {
             BuildError::Path { path, reason } => write!(f, "invalid endpoint path {path:?}: {reason}"),
             BuildError::Store(e) => write!(f, "session store: {e}"),
             BuildError::Secret => f.write_str("request_state_secret must have at least 16 bytes"),
+            BuildError::TaskEvents(e) => write!(f, "invalid task event stream bounds: {e}"),
         }
     }
 }
@@ -83,9 +87,29 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::Ring(e) => Some(e),
-            BuildError::Path { .. } | BuildError::Store(_) | BuildError::Secret => None,
+            BuildError::Path { .. }
+            | BuildError::Store(_)
+            | BuildError::Secret
+            | BuildError::TaskEvents(_) => None,
         }
     }
+}
+
+/// The bounds of each task's event stream, checked.
+fn task_events(c: &ServerConfig) -> Result<gapless::task::TaskEventsConfig, BuildError> {
+    let config = gapless::task::TaskEventsConfig {
+        max_events: c.task_events_max,
+        max_bytes: c.task_events_max_bytes,
+        max_age: Some(c.task_events_max_age),
+    };
+    gapless::task::TaskEvents::new(config).map_err(|e| BuildError::TaskEvents(e.to_string()))?;
+    if c.max_task_event_bytes == 0 || c.max_task_event_bytes > c.task_events_max_bytes {
+        return Err(BuildError::TaskEvents(format!(
+            "max_task_event_bytes ({}) must be between 1 and task_events_max_bytes ({})",
+            c.max_task_event_bytes, c.task_events_max_bytes
+        )));
+    }
+    Ok(config)
 }
 
 /// The shared state of a server around `host`, or why the configuration
@@ -120,10 +144,22 @@ pub(crate) fn build(
         max_tasks: c.max_tasks,
         max_per_client: c.max_tasks_per_client,
         max_result_bytes: c.max_task_result_bytes,
+        // Task event streams live in this process: not served in cluster
+        // mode yet (`docs/SPEC.md` §5.6).
+        events: match backend.node() {
+            Some(_) => None,
+            None => Some((task_events(c)?, c.max_task_event_bytes)),
+        },
     };
     let metrics = Arc::new(Metrics::new());
     // Tasks live where sessions do: in Redis in cluster mode.
-    let tasks = Arc::new(Tasks::new(backend.task_store(), limits, backend.node(), Arc::clone(&metrics)));
+    let tasks = Arc::new(Tasks::new(
+        backend.task_store(),
+        limits,
+        backend.node(),
+        Arc::clone(&metrics),
+        Arc::clone(&hub),
+    ));
     let config = Arc::new(config);
     let (shutdown, changes) = (CancellationToken::new(), Announcer::new());
     let sessions = Sessions::new(

@@ -50,6 +50,54 @@ pub(crate) struct Ledger {
     pub(crate) last_active: AtomicU64,
 }
 
+/// A ring outside the hub's sessions whose memory the hub's budget counts
+/// and reclaims like a session's (a task's event stream, `crate::task`):
+/// its producer behind a ledger's writer lock. Dropped, its footprint
+/// leaves the total.
+#[derive(Debug)]
+pub(crate) struct Charged {
+    ledger: Arc<Ledger>,
+    budget: Arc<MemoryBudget>,
+}
+
+impl Charged {
+    /// Runs `f` on the producer under the writer lock (`None` once closed),
+    /// then reports to the budget, and reclaims if the total is over it
+    /// (after the lock is let go).
+    pub(crate) fn with_producer<R>(&self, now_ms: u64, f: impl FnOnce(&mut Producer) -> R) -> Option<R> {
+        let r = {
+            let mut guard = lock(&self.ledger.writer);
+            let w = guard.as_mut()?;
+            let r = f(&mut w.producer);
+            self.budget.account(w);
+            r
+        };
+        self.ledger.last_active.store(now_ms, Ordering::Relaxed);
+        if self.budget.over() {
+            self.budget.reclaim();
+        }
+        Some(r)
+    }
+
+    /// The producer's footprint now.
+    pub(crate) fn footprint(&self) -> usize {
+        lock(&self.ledger.writer).as_ref().map_or(0, |w| w.producer.footprint())
+    }
+
+    /// The budget's clock (for `with_producer`'s `now_ms`).
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.budget.now_ms()
+    }
+}
+
+impl Drop for Charged {
+    fn drop(&mut self) {
+        if let Some(w) = lock(&self.ledger.writer).take() {
+            self.budget.close(&w);
+        }
+    }
+}
+
 /// A hub's memory budget.
 #[derive(Debug)]
 pub(crate) struct MemoryBudget {
@@ -94,6 +142,21 @@ impl MemoryBudget {
 
     pub(crate) fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Charges `producer`'s ring to this budget ([`Charged`]), if its base
+    /// footprint fits, after a reclaim if need be; else `None` (the
+    /// producer is dropped).
+    pub(crate) fn charge(self: &Arc<Self>, producer: Producer) -> Option<Charged> {
+        let base = producer.footprint();
+        if !self.fits(base) {
+            self.reclaim();
+            if !self.fits(base) {
+                return None;
+            }
+        }
+        let ledger = self.open(producer, self.now_ms());
+        Some(Charged { ledger, budget: Arc::clone(self) })
     }
 
     /// A ledger for a new session's producer, its footprint added to the

@@ -145,10 +145,18 @@ impl Hub {
         &self.config
     }
 
-    /// Bytes the sessions' rings keep alive, as last reported to the memory
-    /// budget (within a granule per session of the exact sum).
+    /// Bytes the sessions' rings (and the task event streams charged to it,
+    /// `crate::task::TaskEvents::in_hub`) keep alive, as last reported to
+    /// the memory budget (within a granule per ring of the exact sum).
     pub fn memory_used(&self) -> usize {
         self.budget.used()
+    }
+
+    /// Charges `producer`'s ring to this hub's memory budget, counted and
+    /// reclaimed like a session's (a task's event stream); `None` when
+    /// there is no room for its base footprint, even after a reclaim.
+    pub(crate) fn charge(&self, producer: crate::ring::Producer) -> Option<super::Charged> {
+        self.budget.charge(producer)
     }
 
     /// Live sessions.

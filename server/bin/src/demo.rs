@@ -65,6 +65,12 @@ fn tools() -> Value {
             json!({"seconds": {"type": "number"}, "label": {"type": "string"}}),
             &["seconds"],
         ),
+        tool(
+            "task_events",
+            "A task only (else -32021) that emits `count` events (at most 100 000) of type dev.gapless.demo.step, `interval_ms` apart (at most 10 000), on its event stream (tasks/stream), then completes.",
+            json!({"count": {"type": "integer"}, "interval_ms": {"type": "integer"}}),
+            &["count"],
+        ),
         tool("failing_job", "A task only (else -32021) whose tool reports an error after about a second.", json!({}), &[]),
         tool("protocol_error_job", "A task (when the client declared the extension) that fails with a JSON-RPC error.", json!({}), &[]),
         tool(
@@ -438,6 +444,20 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             }
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
             Ok(text(format!("computed {label} in {seconds} s")))
+        }
+        "task_events" => {
+            let count = args["count"].as_u64().unwrap_or(0).min(100_000);
+            let interval = Duration::from_millis(args["interval_ms"].as_u64().unwrap_or(0).min(10_000));
+            ctx.create_task(TaskOptions::default()).await?;
+            for n in 0..count {
+                if !interval.is_zero() && n > 0 {
+                    tokio::time::sleep(interval).await;
+                }
+                ctx.emit_task_event("dev.gapless.demo.step", json!({"n": n})).map_err(|e| {
+                    RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string())
+                })?;
+            }
+            Ok(text(format!("emitted {count} task events")))
         }
         "failing_job" => {
             ctx.create_task(TaskOptions::default()).await?;

@@ -136,6 +136,19 @@ struct Args {
     /// Most of those one client (identity, else IP address) may hold.
     #[arg(long, default_value_t = 256)]
     max_tasks_per_client: usize,
+    /// Most events a task's event stream keeps for `tasks/stream`
+    /// (SEP-2694); the oldest go first.
+    #[arg(long, default_value_t = 1024)]
+    task_events_max: usize,
+    /// Most payload bytes a task's event stream keeps.
+    #[arg(long, default_value_t = 1 << 20)]
+    task_events_max_bytes: usize,
+    /// Seconds a task's event is served after it was emitted.
+    #[arg(long, default_value_t = 3600)]
+    task_events_max_age_secs: u64,
+    /// Largest payload of one task event, serialized (bytes).
+    #[arg(long, default_value_t = 64 << 10)]
+    max_task_event_bytes: usize,
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
@@ -311,6 +324,10 @@ async fn main() -> std::io::Result<()> {
     config.task_ttl = Duration::from_secs(a.task_ttl_secs.max(1));
     config.max_tasks = a.max_tasks;
     config.max_tasks_per_client = a.max_tasks_per_client;
+    config.task_events_max = a.task_events_max;
+    config.task_events_max_bytes = a.task_events_max_bytes;
+    config.task_events_max_age = Duration::from_secs(a.task_events_max_age_secs.max(1));
+    config.max_task_event_bytes = a.max_task_event_bytes;
     if let Some(f) = &a.request_state_secret_file {
         match std::fs::read(f) {
             Ok(s) if s.len() >= 16 => config.request_state_secret = Some(s),

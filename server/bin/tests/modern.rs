@@ -72,8 +72,11 @@ async fn discover_and_lists_need_no_session_and_create_none() {
     );
     assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "gapless-server");
     // The application's own capabilities (listChanged is served by
-    // subscriptions/listen).
-    assert_eq!(res["capabilities"], gapless_server_bin::demo::DemoHost.capabilities(), "{res}");
+    // subscriptions/listen), its tasks extension with the event streams
+    // the server serves (`tasks/stream`).
+    let mut caps = gapless_server_bin::demo::DemoHost.capabilities();
+    caps["extensions"][gapless_server::tasks::EXTENSION]["eventStreams"] = json!({});
+    assert_eq!(res["capabilities"], caps, "{res}");
 
     // A tool list, with a session id that names nothing: ignored.
     let r = s

@@ -248,6 +248,27 @@ impl RequestContext {
         }
     }
 
+    /// Emits an event of this request's task on its event stream (the
+    /// tasks extension's resumable event streams, SEP-2694, draft;
+    /// `docs/SPEC.md` §5.6): a client's `tasks/stream` gets it as
+    /// `notifications/tasks/event` with `type` `kind` and `payload`, now if
+    /// it follows the task, or in a replay later, within the stream's
+    /// bounds. Returns the event's seq (0 for the first, then one more
+    /// each).
+    ///
+    /// `kind` must be vendor-prefixed (`com.example.step`: at least three
+    /// dot-separated labels; unprefixed types are MCP's to define) and
+    /// `payload` a JSON object within [`crate::ServerConfig::max_task_event_bytes`];
+    /// else nothing is sent and the error says why. Only after
+    /// [`RequestContext::create_task`] made the request a task, until the
+    /// task is terminal.
+    pub fn emit_task_event(&self, kind: &str, payload: Value) -> Result<u64, crate::tasks::TaskEventError> {
+        match &self.via {
+            Via::Session { .. } => Err(crate::tasks::TaskEventError::NotATask),
+            Via::Exchange(x) => x.emit_task_event(kind, &payload),
+        }
+    }
+
     /// Announces `change` to every open `subscriptions/listen` stream of MCP
     /// 2026-07-28 that listens to it, as [`crate::McpServer::announce`] does.
     pub fn announce(&self, change: crate::vocab::change::Change) {

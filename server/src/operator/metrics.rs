@@ -217,6 +217,12 @@ impl Collector for View {
             "Tasks whose work runs on this node (tasks extension)",
             &ConstGauge::new(state.protocol.tasks.running() as i64),
         )?;
+        encode(
+            &mut encoder,
+            "task_event_bytes",
+            "Bytes the tasks' event streams (tasks/stream) hold on this node",
+            &ConstGauge::new(state.protocol.tasks.events_footprint() as i64),
+        )?;
         let published = Family::<Target, Counter>::default();
         let published_bytes = Family::<Target, Counter>::default();
         for (i, t) in TARGETS.iter().enumerate() {

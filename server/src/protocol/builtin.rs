@@ -95,10 +95,16 @@ pub(crate) fn on_session(
 }
 
 /// A 2026-07-28 request of `method` that the transport answers itself
-/// (`None`: the application's, or the listen and tasks machinery's).
-pub(crate) fn sessionless(host: &dyn Host, method: &str, version: &str) -> Option<Result<Value, RpcError>> {
+/// (`None`: the application's, or the listen and tasks machinery's);
+/// `events`: task event streams are served.
+pub(crate) fn sessionless(
+    host: &dyn Host,
+    method: &str,
+    version: &str,
+    events: bool,
+) -> Option<Result<Value, RpcError>> {
     if method == "server/discover" {
-        Some(Ok(discover(host)))
+        Some(Ok(discover(host, events)))
     } else if REMOVED.contains(&method) {
         Some(Err(RpcError::new(
             code::METHOD_NOT_FOUND,
@@ -109,15 +115,30 @@ pub(crate) fn sessionless(host: &dyn Host, method: &str, version: &str) -> Optio
     }
 }
 
-fn discover(host: &dyn Host) -> Value {
+fn discover(host: &dyn Host, events: bool) -> Value {
+    let mut capabilities = host.capabilities();
+    // The tasks extension, when the application serves it, with its event
+    // streams (SEP-2694) when they are served here.
+    if let Some(Value::Object(ext)) =
+        capabilities.pointer_mut(&format!("/extensions/{}", tasks_ext_pointer()))
+    {
+        if events {
+            ext.entry("eventStreams").or_insert_with(|| json!({}));
+        }
+    }
     let mut r = json!({
         "supportedVersions": all_versions(),
-        "capabilities": host.capabilities(),
+        "capabilities": capabilities,
     });
     if let Some(i) = host.instructions() {
         r["instructions"] = json!(i);
     }
     r
+}
+
+/// The tasks extension's name as one JSON pointer token (`/` escaped).
+fn tasks_ext_pointer() -> String {
+    crate::tasks::EXTENSION.replace('~', "~0").replace('/', "~1")
 }
 
 /// Completes a result for a 2026-07-28 client: `resultType` (every result

@@ -1,6 +1,7 @@
 //! A request of MCP 2026-07-28, which has no session (`docs/SPEC.md` §5.4):
 //! answered by the transport (`builtin.rs`), by the listen machinery
-//! (`listen.rs`) or the tasks extension (`tasks/`), or by the application,
+//! (`listen.rs`), the tasks extension (`tasks/`) and its event streams
+//! (`task_stream.rs`), or by the application,
 //! whose handler runs on an [`Exchange`] to its response; an attempt its
 //! handler ends by asking for input is answered with an input-required
 //! result, and a handler that makes the request a task goes on as the
@@ -8,6 +9,7 @@
 
 use super::builtin::{self, complete};
 use super::listen::{listen, Listen};
+use super::task_stream::{task_stream, StreamCall};
 use super::Protocol;
 use crate::host::{RequestContext, Via};
 use crate::sessionless::exchange::{brought, End, Exchange, Origin, Running};
@@ -66,7 +68,8 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
     let (reply, response) = oneshot::channel();
     let server_info = p.host.server_info();
     let Call { id, method, params, declared, caller } = call;
-    if let Some(outcome) = builtin::sessionless(&*p.host, &method, &declared.version) {
+    let events = p.tasks.serves_events();
+    if let Some(outcome) = builtin::sessionless(&*p.host, &method, &declared.version, events) {
         Answer { id, method, server_info, reply }.send(outcome);
         return answered(response);
     }
@@ -81,6 +84,11 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
             Err(e) => drop(reply.send(jsonrpc::response(&id, Err(e)))),
         }
         return Running { notifications, response, cancel: CancellationToken::new() };
+    }
+    if method == "tasks/stream" {
+        drop(reply);
+        let capabilities = declared.capabilities;
+        return task_stream(p, StreamCall { id, params, capabilities, caller, server_info }, permit);
     }
     let answer = Answer { id, method, server_info, reply };
     if answer.method.starts_with("tasks/") {

@@ -10,7 +10,8 @@
 //! - `dispatch_2026.rs`: a request of MCP 2026-07-28, on its exchange: the
 //!   application's handler run to a response, an input-required result or
 //!   a task; the tasks extension's own methods; `listen.rs`,
-//!   `subscriptions/listen`.
+//!   `subscriptions/listen`; `task_stream.rs`, `tasks/stream` (a task's
+//!   event stream).
 //! - `builtin.rs`: every method the transport answers itself.
 //! - `mirrors.rs`: the tools' mirrored parameters, from the application's
 //!   own `tools/list`.
@@ -20,6 +21,7 @@ pub(crate) mod dispatch_2025;
 pub(crate) mod dispatch_2026;
 mod listen;
 pub(crate) mod mirrors;
+mod task_stream;
 
 use crate::host::Host;
 use crate::sessionless::mirror::MirrorCache;

@@ -184,6 +184,13 @@ impl Exchange {
         Ok(id)
     }
 
+    /// Emits an event on the task this request became
+    /// ([`crate::host::RequestContext::emit_task_event`]).
+    pub(crate) fn emit_task_event(&self, kind: &str, payload: &Value) -> Result<u64, tasks::TaskEventError> {
+        let Some((id, _)) = self.task.get() else { return Err(tasks::TaskEventError::NotATask) };
+        self.tasks.emit(id, kind, payload)
+    }
+
     /// Queues one serialized notification for the response stream; waits
     /// while the queue is full. `Closed` once the response is gone: the
     /// client closed it, and the request is cancelled (at once, so that the

@@ -116,9 +116,12 @@ impl Tasks {
             self.count_end(&after);
         }
         match visible(after.map_err(unavailable)?, caller) {
-            Lookup::Found(_) => {
+            Lookup::Found(r) => {
                 if let Some(w) = crate::vocab::sync::lock(&self.running).get(id) {
                     w.cancel.cancel();
+                }
+                if r.status.is_terminal() {
+                    self.end_events(id);
                 }
                 Ok(json!({}))
             }

@@ -20,10 +20,14 @@
 //! every change is one atomic step of the store (`TaskStore::modify`), so
 //! a cancel racing the work's end leaves exactly one of them in the record.
 
+mod events;
 mod listen;
 mod methods;
+mod stream;
 mod wire;
 
+pub use events::{check_type, TaskEventError, EVENT_METHOD, RELATED_TASK};
+pub(crate) use events::{notification, refusal, Active};
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
@@ -120,6 +124,9 @@ pub(crate) struct Limits {
     pub(crate) max_tasks: usize,
     pub(crate) max_per_client: usize,
     pub(crate) max_result_bytes: usize,
+    /// What each task's event stream keeps, and the largest event; `None`:
+    /// event streams are not served (cluster mode, for now).
+    pub(crate) events: Option<(gapless::task::TaskEventsConfig, usize)>,
 }
 
 /// This process's tasks: the store, and the work it runs (a cancel and a
@@ -132,6 +139,8 @@ pub(crate) struct Tasks {
     node: Option<String>,
     running: Mutex<HashMap<String, Work>>,
     metrics: Arc<crate::telemetry::Metrics>,
+    /// The tasks' event streams (SEP-2694), when served.
+    events: Option<events::EventStreams>,
 }
 
 /// A task running here: how to stop it, and how to wake it when input
@@ -173,7 +182,10 @@ impl Drop for Abandon {
             }
         }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { tasks.record(&id, Err(RpcError::new(code::INTERNAL_ERROR, why))).await });
+            rt.spawn(async move {
+                tasks.record(&id, Err(RpcError::new(code::INTERNAL_ERROR, why))).await;
+                tasks.end_events(&id);
+            });
         }
     }
 }
@@ -206,13 +218,40 @@ fn unavailable(e: StoreError) -> RpcError {
 }
 
 impl Tasks {
+    /// The tasks on `store`; their event streams (if `limits` serve them)
+    /// counted in `hub`'s memory budget.
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
         limits: Limits,
         node: Option<String>,
         metrics: Arc<crate::telemetry::Metrics>,
+        hub: Arc<gapless::Hub>,
     ) -> Self {
-        Tasks { store, limits, node, running: Default::default(), metrics }
+        let events = limits.events.map(|(config, max)| events::EventStreams::new(Some(hub), config, max));
+        Tasks { store, limits, node, running: Default::default(), metrics, events }
+    }
+
+    /// Whether `tasks/stream` is served (task event streams, SEP-2694).
+    pub(crate) fn serves_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Emits an event of type `kind` with `payload` on task `id`'s stream.
+    pub(crate) fn emit(&self, id: &str, kind: &str, payload: &Value) -> Result<u64, TaskEventError> {
+        self.events.as_ref().ok_or(TaskEventError::Unsupported)?.emit(id, kind, payload)
+    }
+
+    /// Ends task `id`'s event stream: it is terminal, or its work here is
+    /// over (so no more event can come).
+    fn end_events(&self, id: &str) {
+        if let Some(e) = &self.events {
+            e.end(id);
+        }
+    }
+
+    /// Bytes the tasks' event streams hold.
+    pub(crate) fn events_footprint(&self) -> usize {
+        self.events.as_ref().map_or(0, events::EventStreams::footprint)
     }
 
     /// How many tasks run their work on this node.
@@ -257,6 +296,14 @@ impl Tasks {
             client,
         };
         let created = wire(&record, false);
+        // Its event stream first (a `tasks/stream` may come the moment the
+        // handle is out): no room for it in the memory budget is no task.
+        if let Some(e) = &self.events {
+            if let Err(why) = e.open(&id, record.expires_at_ms()) {
+                self.metrics.task_refused("full");
+                return Err(TaskError::Full(why));
+            }
+        }
         // Registered first: a cancel that comes the moment the client has
         // the id finds the work.
         let work = Work { cancel, input: Arc::new(Notify::new()) };
@@ -268,6 +315,9 @@ impl Tasks {
                 Ok((id, created, guard))
             }
             Err(e) => {
+                if let Some(events) = &self.events {
+                    events.forget(&id);
+                }
                 if matches!(e, CreateError::Full { .. }) {
                     guard.disarm(); // nothing stored
                 } else {
@@ -353,6 +403,8 @@ impl Tasks {
         if let Some(outcome) = outcome {
             self.record(id, outcome).await;
         }
+        // After the terminal status: a stream's end is the status's news.
+        self.end_events(id);
     }
 
     /// Records `outcome`, trying again while the store does not answer
@@ -380,6 +432,7 @@ impl Tasks {
             w.cancel.cancel();
         }
         self.record(id, outcome).await;
+        self.end_events(id);
     }
 
     /// Records the work's outcome, unless the task reached a terminal

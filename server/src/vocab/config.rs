@@ -96,6 +96,17 @@ pub struct ServerConfig {
     /// one fails the task instead. With `max_tasks`, it bounds the memory
     /// of the in-process task store.
     pub max_task_result_bytes: usize,
+    /// Most events a task's event stream keeps (`tasks/stream`, SEP-2694,
+    /// `docs/SPEC.md` §5.6; default 1024): the oldest go first.
+    pub task_events_max: usize,
+    /// Most payload bytes a task's event stream keeps (default 1 MiB).
+    pub task_events_max_bytes: usize,
+    /// How long a task's event is served after it was emitted (default
+    /// 1 h); at most as long as the task is kept.
+    pub task_events_max_age: Duration,
+    /// Largest payload of one task event, serialized (default 64 KiB; at
+    /// most `task_events_max_bytes`).
+    pub max_task_event_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -130,6 +141,10 @@ impl Default for ServerConfig {
             max_tasks: 4096,
             max_tasks_per_client: 256,
             max_task_result_bytes: 1 << 20,
+            task_events_max: 1024,
+            task_events_max_bytes: 1 << 20,
+            task_events_max_age: Duration::from_secs(3600),
+            max_task_event_bytes: 64 << 10,
         }
     }
 }

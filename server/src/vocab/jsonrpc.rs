@@ -31,6 +31,10 @@ pub mod code {
     pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
     /// MCP 2026-07-28 `UnsupportedProtocolVersionError`.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// The draft SEP-2694's `events_gone`: a `tasks/stream` cursor whose
+    /// next event is no longer kept (`data`: `reason`, `taskId`,
+    /// `earliestSeq`).
+    pub const EVENTS_GONE: i64 = -32010;
 }
 
 /// The JSON-RPC codes MCP's specification and its drafts give a meaning

@@ -207,10 +207,10 @@ pub(crate) async fn post(
     if !MODERN_VERSIONS.contains(&declared.version.as_str()) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, unsupported_version(&declared.version));
     }
-    if method == "subscriptions/listen" && !acc.sse {
+    if matches!(method.as_str(), "subscriptions/listen" | "tasks/stream") && !acc.sse {
         return ApiError::new(
             ErrorKind::NotAcceptable,
-            "subscriptions/listen answers with a stream: Accept must allow text/event-stream",
+            format!("{method} answers with a stream: Accept must allow text/event-stream"),
         )
         .into_response();
     }

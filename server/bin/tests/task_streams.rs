@@ -1,0 +1,392 @@
+//! Task event streams (`tasks/stream`, the draft SEP-2694; `docs/SPEC.md`
+//! §5.6) over loopback with a real HTTP client, on the in-process store:
+//! every event after the cursor, once, in order, then live, then the empty
+//! result when the task ends; `events_gone` exactly when an event after
+//! the cursor is no longer kept; the params, the authorization of
+//! `tasks/get`, one stream per client and task, a cancelled stream that
+//! leaves its task alone, and the host API's refusals.
+
+mod common;
+use common::*;
+use futures_util::future::BoxFuture;
+use gapless_server::host::{Host, RequestContext};
+use gapless_server::tasks::{TaskEventError, TaskOptions, EVENT_METHOD, EXTENSION, RELATED_TASK};
+use gapless_server::{McpServer, RpcError, ServerConfig};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const V: &str = "2026-07-28";
+
+/// A 2026-07-28 client of `who` (an `Authorization` value the server takes
+/// for the identity, or none), declaring the tasks extension unless
+/// `bare`.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    s: &'a TestServer,
+    who: Option<&'a str>,
+    bare: bool,
+}
+
+/// What a `tasks/stream` answered: the events' notifications, then the
+/// response (`None`: the stream ended without one).
+struct Streamed {
+    events: Vec<Value>,
+    response: Option<Value>,
+}
+
+impl Streamed {
+    fn seqs(&self) -> Vec<u64> {
+        self.events.iter().map(|e| e["params"]["seq"].as_u64().unwrap()).collect()
+    }
+}
+
+impl<'a> Client<'a> {
+    fn new(s: &'a TestServer) -> Self {
+        Client { s, who: None, bare: false }
+    }
+
+    async fn send(&self, method: &str, mut params: Value, accept: &str) -> reqwest::Response {
+        let caps = if self.bare { json!({}) } else { json!({"extensions": {EXTENSION: {}}}) };
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": V,
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        });
+        let name = params.get("name").or(params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut r = self
+            .s
+            .http
+            .post(&self.s.url)
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-protocol-version", V)
+            .header("mcp-method", method);
+        if let Some(n) = &name {
+            r = r.header("mcp-name", n);
+        }
+        if let Some(w) = self.who {
+            r = r.header("authorization", w);
+        }
+        r.body(body.to_string()).send().await.unwrap()
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        self.send(method, params, "application/json").await.json().await.unwrap()
+    }
+
+    async fn task(&self, tool: &str, arguments: Value) -> String {
+        let created = self.call("tools/call", json!({"name": tool, "arguments": arguments})).await;
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        created["result"]["taskId"].as_str().unwrap().to_owned()
+    }
+
+    async fn status(&self, task: &str) -> Value {
+        self.call("tasks/get", json!({"taskId": task})).await["result"]["status"].clone()
+    }
+
+    /// Opens `tasks/stream` with `params` (SSE accepted).
+    async fn open(&self, params: Value) -> reqwest::Response {
+        self.send("tasks/stream", params, ACCEPT_BOTH).await
+    }
+
+    /// Reads a `tasks/stream` response to its end (or `limit` events).
+    async fn read(r: reqwest::Response, limit: usize) -> (Streamed, Option<SseReader>) {
+        let json = header(r.headers(), "content-type").as_deref() == Some("application/json");
+        if json {
+            return (Streamed { events: vec![], response: Some(r.json().await.unwrap()) }, None);
+        }
+        let mut sse = SseReader::new(r);
+        let mut events = vec![];
+        while events.len() < limit {
+            let Some(e) = sse.next().await else { return (Streamed { events, response: None }, None) };
+            let m = e.json().expect("JSON messages");
+            if m["method"] == EVENT_METHOD {
+                events.push(m);
+            } else {
+                assert!(m.get("id").is_some(), "only task events and the response: {m}");
+                return (Streamed { events, response: Some(m) }, None);
+            }
+        }
+        (Streamed { events, response: None }, Some(sse))
+    }
+
+    async fn stream(&self, params: Value) -> Streamed {
+        Self::read(self.open(params).await, usize::MAX).await.0
+    }
+}
+
+/// The empty result of a `tasks/stream` that ended normally.
+fn assert_ended(s: &Streamed) {
+    let r = s.response.as_ref().expect("a response");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let mut fields: Vec<&str> = r["result"].as_object().unwrap().keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(fields, ["_meta", "resultType"], "an empty result: {r}");
+}
+
+fn assert_gone(s: &Streamed, task: &str, earliest: u64) {
+    let r = s.response.as_ref().expect("a response");
+    assert_eq!(r["error"]["code"], -32010, "{r}");
+    assert_eq!(r["error"]["data"], json!({"reason": "events_gone", "taskId": task, "earliestSeq": earliest}));
+}
+
+/// Every event of a live task, from the start, then the empty result when
+/// it completes; each is the draft's shape. Afterwards the terminal task
+/// replays after a cursor and ends at once, and a cursor at its last event
+/// gets the empty result at once, as JSON.
+#[tokio::test]
+async fn a_stream_follows_a_task_live_then_replays_after_a_cursor() {
+    let s = start(ServerConfig::default()).await;
+    let c = Client::new(&s);
+    let discovered = c.call("server/discover", json!({})).await;
+    assert_eq!(
+        discovered["result"]["capabilities"]["extensions"][EXTENSION]["eventStreams"],
+        json!({}),
+        "{discovered}"
+    );
+    let task = c.task("task_events", json!({"count": 50, "interval_ms": 5})).await;
+    let live = c.stream(json!({"taskId": task})).await;
+    assert_eq!(live.seqs(), (0..50).collect::<Vec<_>>(), "every event once, in order");
+    for e in &live.events {
+        let p = &e["params"];
+        assert_eq!(p["taskId"], task.as_str());
+        assert_eq!(p["type"], "dev.gapless.demo.step");
+        assert_eq!(p["payload"], json!({"n": p["seq"]}));
+        assert_eq!(p["_meta"][RELATED_TASK], json!({"taskId": task}), "{e}");
+    }
+    assert_ended(&live);
+    assert_eq!(c.status(&task).await, "completed", "the end came with the terminal status");
+    let tail = c.stream(json!({"taskId": task, "after": 44})).await;
+    assert_eq!(tail.seqs(), [45, 46, 47, 48, 49]);
+    assert_ended(&tail);
+    let r = c.open(json!({"taskId": task, "after": 49})).await;
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("application/json"), "at once");
+    let (none, _) = Client::read(r, usize::MAX).await;
+    assert!(none.events.is_empty());
+    assert_ended(&none);
+}
+
+/// A stream cut mid-task and resumed with the last seq it processed gets
+/// exactly what followed: no hole, no duplicate.
+#[tokio::test]
+async fn a_cut_stream_resumes_after_its_cursor() {
+    let s = start(ServerConfig::default()).await;
+    let c = Client::new(&s);
+    let task = c.task("task_events", json!({"count": 200, "interval_ms": 2})).await;
+    let (first, sse) = Client::read(c.open(json!({"taskId": task})).await, 30).await;
+    assert_eq!(first.seqs(), (0..30).collect::<Vec<_>>());
+    drop(sse); // the connection breaks
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(c.status(&task).await, "working", "closing the stream does not cancel the task");
+    let rest = c.stream(json!({"taskId": task, "after": 29})).await;
+    assert_eq!(rest.seqs(), (30..200).collect::<Vec<_>>());
+    assert_ended(&rest);
+}
+
+/// With 8 events kept of 20: a cursor whose next event is gone is
+/// `events_gone` with the earliest kept; one right before it replays all
+/// 8; a late joiner without a cursor gets the 8.
+#[tokio::test]
+async fn events_gone_exactly_when_an_event_after_the_cursor_is_not_kept() {
+    let s = start(ServerConfig { task_events_max: 8, ..ServerConfig::default() }).await;
+    let c = Client::new(&s);
+    let task = c.task("task_events", json!({"count": 20})).await;
+    for _ in 0..250 {
+        if c.status(&task).await == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_gone(&c.stream(json!({"taskId": task, "after": 10})).await, &task, 12);
+    assert_gone(&c.stream(json!({"taskId": task, "after": 0})).await, &task, 12);
+    let from = c.stream(json!({"taskId": task, "after": 11})).await;
+    assert_eq!(from.seqs(), (12..20).collect::<Vec<_>>());
+    assert_ended(&from);
+    let late = c.stream(json!({"taskId": task})).await;
+    assert_eq!(late.seqs(), (12..20).collect::<Vec<_>>(), "the earliest kept, then the end");
+    assert_ended(&late);
+}
+
+/// A reader that falls behind what a live task keeps is told
+/// `events_gone` with the earliest kept, never skipped forward.
+#[tokio::test]
+async fn a_reader_behind_the_window_gets_events_gone_not_a_skip() {
+    let config = ServerConfig { task_events_max: 16, ..ServerConfig::default() };
+    let server = McpServer::builder(Emitter).config(config).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let c = Client::new(&s);
+    let task = c.task("flood", json!({})).await;
+    // Open, and read seq 0; then read nothing while the task emits 100 000
+    // events (more than loopback buffers hold).
+    let (first, sse) = Client::read(c.open(json!({"taskId": task})).await, 1).await;
+    assert_eq!(first.seqs(), [0]);
+    for _ in 0..500 {
+        if c.status(&task).await == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut sse = sse.unwrap();
+    let mut seqs = vec![0];
+    let end = loop {
+        let m = sse.next().await.expect("an explicit end").json().unwrap();
+        match m["params"]["seq"].as_u64() {
+            Some(n) => seqs.push(n),
+            None => break m,
+        }
+    };
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "what came is dense from 0");
+    assert!(seqs.len() < 100_001, "the reader fell behind");
+    assert_eq!(end["error"]["code"], -32010, "{end}");
+    let earliest = end["error"]["data"]["earliestSeq"].as_u64().unwrap();
+    assert!(earliest > seqs.len() as u64, "the next event it needed is gone: {end}");
+}
+
+/// Bad params are -32602, the authorization is `tasks/get`'s (another
+/// caller's task is unknown), the extension must be declared, the stream
+/// must be accepted as SSE, and a second stream of one client for one
+/// task is refused while the first is open.
+#[tokio::test]
+async fn params_authorization_and_one_stream_per_task() {
+    let server = McpServer::builder(gapless_server_bin::demo::DemoHost)
+        .identity(|p| p.headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned))
+        .build()
+        .unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let alice = Client { s: &s, who: Some("alice"), bare: false };
+    let bob = Client { who: Some("bob"), ..alice };
+    let task = alice.task("task_events", json!({"count": 3, "interval_ms": 2000})).await;
+    for after in [json!(-1), json!(1.5), json!("0"), json!(true)] {
+        let r = alice.stream(json!({"taskId": task, "after": after})).await;
+        let e = r.response.unwrap();
+        assert_eq!(e["error"]["code"], -32602, "after {after}: {e}");
+    }
+    let e = alice.stream(json!({"task": task})).await.response.unwrap();
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = alice.stream(json!({"taskId": task, "after": 5})).await.response.unwrap();
+    assert_eq!(
+        (&e["error"]["code"], &e["error"]["data"]["reason"]),
+        (&json!(-32602), &json!("after_ahead")),
+        "{e}"
+    );
+    for (who, id) in [(bob, task.as_str()), (alice, "0123456789abcdef0123456789abcdef")] {
+        let e = who.stream(json!({"taskId": id})).await.response.unwrap();
+        assert_eq!(
+            (&e["error"]["code"], &e["error"]["data"]["reason"]),
+            (&json!(-32602), &json!("unknown")),
+            "{e}"
+        );
+    }
+    let e = Client { bare: true, ..alice }.stream(json!({"taskId": task})).await.response.unwrap();
+    assert_eq!(e["error"]["code"], -32021, "{e}");
+    let r = alice.send("tasks/stream", json!({"taskId": task}), "application/json").await;
+    assert_eq!(r.status(), 406);
+    // One stream of alice's for the task at a time.
+    let (first, open) = Client::read(alice.open(json!({"taskId": task})).await, 1).await;
+    assert_eq!(first.seqs(), [0]);
+    let e = alice.stream(json!({"taskId": task})).await.response.unwrap();
+    assert_eq!(e["error"]["code"], -32602, "a second stream: {e}");
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (again, _open) = Client::read(alice.open(json!({"taskId": task, "after": 0})).await, 1).await;
+    assert_eq!(again.seqs(), [1], "free again once the first was closed");
+    assert_eq!(alice.status(&task).await, "working");
+}
+
+/// `tasks/cancel` ends the task's open streams with the empty result, and
+/// a task that expires ends them too.
+#[tokio::test]
+async fn a_cancelled_or_expired_task_ends_its_streams() {
+    let s = start(ServerConfig { task_ttl: Duration::from_millis(1500), ..ServerConfig::default() }).await;
+    let c = Client::new(&s);
+    let cancelled = c.task("task_events", json!({"count": 1000, "interval_ms": 50})).await;
+    let (first, sse) = Client::read(c.open(json!({"taskId": cancelled})).await, 1).await;
+    assert_eq!(first.seqs(), [0]);
+    let ack = c.call("tasks/cancel", json!({"taskId": cancelled})).await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let mut sse = sse.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let m = sse.next().await.expect("the response").json().unwrap();
+            if m.get("id").is_some() {
+                break m;
+            }
+        }
+    })
+    .await
+    .expect("the stream ended after the cancel");
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    // Expiry: a task still working when its TTL runs out.
+    let expiring = c.task("task_events", json!({"count": 1000, "interval_ms": 50})).await;
+    let r = c.open(json!({"taskId": expiring})).await;
+    let got = tokio::time::timeout(Duration::from_secs(10), Client::read(r, usize::MAX)).await;
+    let (got, _) = got.expect("the stream ended when the task expired");
+    assert!(!got.events.is_empty() && got.events.len() < 1000, "{}", got.events.len());
+    assert_ended(&got);
+}
+
+/// An application whose tool tries a bad event type and a non-object
+/// payload (each refused at the call, nothing sent), then emits one good
+/// event; a request that is not a task yet has no stream. Its `flood`
+/// emits one event, waits, then 100 000 at once.
+struct Emitter;
+
+impl Host for Emitter {
+    fn capabilities(&self) -> Value {
+        json!({"tools": {}, "extensions": {EXTENSION: {}}})
+    }
+
+    fn handle(
+        &self,
+        method: String,
+        params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        Box::pin(async move {
+            if method != "tools/call" {
+                return Err(RpcError::method_not_found(&method));
+            }
+            if params["name"] == "flood" {
+                ctx.create_task(TaskOptions::default()).await?;
+                ctx.emit_task_event("com.example.step", json!({})).unwrap();
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                for _ in 0..100_000 {
+                    ctx.emit_task_event("com.example.step", json!({})).unwrap();
+                }
+                return Ok(json!({"content": []}));
+            }
+            let before = ctx.emit_task_event("com.example.step", json!({}));
+            ctx.create_task(TaskOptions::default()).await?;
+            let refused = [
+                ctx.emit_task_event("step", json!({})),
+                ctx.emit_task_event("content.partial", json!({})),
+                ctx.emit_task_event("io.modelcontextprotocol.status", json!({})),
+                ctx.emit_task_event("com.example.step", json!("text")),
+                ctx.emit_task_event("com.example.step", json!({"x": "y".repeat(70_000)})),
+            ];
+            let good = ctx.emit_task_event("com.example.step", json!({"ok": true}));
+            let said = format!("before={before:?} refused={refused:?} good={good:?}");
+            Ok(json!({"content": [{"type": "text", "text": said}]}))
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_host_api_refuses_bad_events_at_the_call() {
+    let server = McpServer::builder(Emitter).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let c = Client::new(&s);
+    let task = c.task("any", json!({})).await;
+    let all = c.stream(json!({"taskId": task})).await;
+    assert_eq!(all.seqs(), [0], "only the good one was sent, as seq 0");
+    assert_eq!(all.events[0]["params"]["payload"], json!({"ok": true}));
+    assert_ended(&all);
+    let done = c.call("tasks/get", json!({"taskId": task})).await;
+    let said = done["result"]["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(said.starts_with(&format!("before={:?}", Err::<u64, _>(TaskEventError::NotATask))), "{said}");
+    let too_large = TaskEventError::TooLarge { len: 70_008, max: 64 << 10 };
+    assert!(said.contains(&format!("{:?}", Err::<u64, _>(too_large))), "{said}");
+    assert_eq!(said.matches("InvalidType").count(), 3, "{said}");
+    assert!(said.contains("NotAnObject"), "{said}");
+    assert!(said.ends_with("good=Ok(0)"), "{said}");
+}

@@ -1,0 +1,69 @@
+//! `tasks/stream` of the tasks extension (SEP-2694, draft; `docs/SPEC.md`
+//! §5.6): the task's events after the cursor as `notifications/tasks/event`
+//! on the request's stream, then live, until the task's stream ends (an
+//! empty result), an event the client needs is dropped first
+//! (`events_gone`), the client closes the stream (the task goes on) or the
+//! server shuts down (an empty result: the client resumes with its cursor).
+
+use super::builtin::complete;
+use super::Protocol;
+use crate::sessionless::exchange::{Running, EXCHANGE_CAPACITY};
+use crate::sessionless::inflight::Permit;
+use crate::tasks::{self, notification};
+use crate::vocab::jsonrpc::{self, RpcError};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// A `tasks/stream` request: its id and params, what it declared, who
+/// asked, and the server's identity for its final result.
+pub(super) struct StreamCall {
+    pub(super) id: Value,
+    pub(super) params: Value,
+    pub(super) capabilities: Value,
+    pub(super) caller: Option<String>,
+    pub(super) server_info: Value,
+}
+
+/// Serves `tasks/stream`, admitted under `permit` (held while it streams).
+pub(super) fn task_stream(p: &Protocol, call: StreamCall, permit: Permit) -> Running {
+    let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
+    let (reply, response) = oneshot::channel();
+    let tasks = Arc::clone(&p.tasks);
+    let serves = tasks::declares(&p.host.capabilities());
+    let shutdown = p.shutdown.clone();
+    tokio::spawn(async move {
+        let StreamCall { id, params, capabilities, caller, server_info } = call;
+        let answer = move |outcome: Result<Value, RpcError>| {
+            let outcome = outcome.map(|r| complete("tasks/stream", r, server_info));
+            let _ = reply.send(jsonrpc::response(&id, outcome));
+        };
+        let client = permit.client_key();
+        let _permit = permit;
+        let opened = tasks.open_stream(&params, &capabilities, caller.as_deref(), client, serves).await;
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) => return answer(Err(e)),
+        };
+        let Some(mut events) = opened.events else { return answer(Ok(json!({}))) };
+        loop {
+            tokio::select! {
+                biased;
+                e = events.recv() => match e {
+                    Some(Ok(e)) => {
+                        if tx.send(notification(&opened.task, e.seq, &e.payload)).await.is_err() {
+                            return; // the client closed the stream: the task goes on
+                        }
+                    }
+                    // Dropped before it was read: explicit, never skipped.
+                    Some(Err(e)) => return answer(Err(tasks::refusal(&opened.task, e))),
+                    None => return answer(Ok(json!({}))),
+                },
+                _ = tx.closed() => return,
+                _ = shutdown.cancelled() => return answer(Ok(json!({}))),
+            }
+        }
+    });
+    Running { notifications, response, cancel: CancellationToken::new() }
+}
