@@ -103,10 +103,14 @@ fn task_events(c: &ServerConfig) -> Result<gapless::task::TaskEventsConfig, Buil
         max_age: Some(c.task_events_max_age),
     };
     gapless::task::TaskEvents::new(config).map_err(|e| BuildError::TaskEvents(e.to_string()))?;
-    if c.max_task_event_bytes == 0 || c.max_task_event_bytes > c.task_events_max_bytes {
+    // A stream keeps an event's type with its payload.
+    let room = c.task_events_max_bytes.saturating_sub(crate::tasks::EVENT_OVERHEAD);
+    if c.max_task_event_bytes == 0 || c.max_task_event_bytes > room {
         return Err(BuildError::TaskEvents(format!(
-            "max_task_event_bytes ({}) must be between 1 and task_events_max_bytes ({})",
-            c.max_task_event_bytes, c.task_events_max_bytes
+            "max_task_event_bytes ({}) must be between 1 and task_events_max_bytes ({}) less {} bytes for the event's type",
+            c.max_task_event_bytes,
+            c.task_events_max_bytes,
+            crate::tasks::EVENT_OVERHEAD
         )));
     }
     Ok(config)

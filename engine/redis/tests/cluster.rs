@@ -23,6 +23,19 @@ fn meta_key(id: &SessionId) -> String {
     format!("gapless:{{{id}}}:m")
 }
 
+/// A tail's entries, each as `<stream>:<payload>`, `end <stream>` or
+/// `own <seq>`.
+fn kinds(t: &gapless_redis::Tail) -> Vec<String> {
+    t.entries
+        .iter()
+        .map(|(_, e)| match e {
+            TailEntry::Event(e) => format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload)),
+            TailEntry::Ended(s) => format!("end {s}"),
+            TailEntry::Own(e) => format!("own {}", e.seq),
+        })
+        .collect()
+}
+
 /// One session id per master (drawn until each master has one), each
 /// with every key of the session in one slot.
 fn one_session_per_master(cluster: &RedisCluster) -> BTreeMap<u16, SessionId> {
@@ -179,15 +192,7 @@ async fn announcements_leases_and_the_bus_reach_across_masters() {
     assert_eq!(s.reap("b", |_| Bytes::from_static(b"{}")).await.unwrap(), 0, "never twice");
     for (id, stream) in sessions.values().zip(&streams) {
         let t = s.tail(id, (1, 0), 10, Seq(0)).await.unwrap().unwrap();
-        let kinds: Vec<String> = t
-            .entries
-            .iter()
-            .map(|(_, e)| match e {
-                TailEntry::Event(e) => format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload)),
-                TailEntry::Ended(s) => format!("end {s}"),
-                TailEntry::Own(e) => format!("own {}", e.seq),
-            })
-            .collect();
+        let kinds = kinds(&t);
         assert_eq!(kinds, [format!("{stream}:{{\"id\":7,\"error\":-32010}}"), format!("end {stream}")]);
     }
 }
@@ -224,15 +229,7 @@ async fn a_request_on_a_shared_stream_is_answered_once() {
         // The stream goes on: the next request's events follow.
         s.append(id, &[(*stream, Bytes::from_static(b"next"))]).await.unwrap();
         let t = s.tail(id, (0, 0), 10, Seq(0)).await.unwrap().unwrap();
-        let kinds: Vec<String> = t
-            .entries
-            .iter()
-            .map(|(_, e)| match e {
-                TailEntry::Event(e) => format!("{}:{}", e.stream, String::from_utf8_lossy(&e.payload)),
-                TailEntry::Ended(s) => format!("end {s}"),
-                TailEntry::Own(e) => format!("own {}", e.seq),
-            })
-            .collect();
+        let kinds = kinds(&t);
         assert_eq!(
             kinds,
             [

@@ -62,31 +62,41 @@ pub(crate) struct Charged {
 
 impl Charged {
     /// Runs `f` on the producer under the writer lock (`None` once closed),
-    /// then reports to the budget, and reclaims if the total is over it
-    /// (after the lock is let go).
-    pub(crate) fn with_producer<R>(&self, now_ms: u64, f: impl FnOnce(&mut Producer) -> R) -> Option<R> {
-        let r = {
-            let mut guard = lock(&self.ledger.writer);
-            let w = guard.as_mut()?;
-            let r = f(&mut w.producer);
-            self.budget.account(w);
-            r
-        };
-        self.ledger.last_active.store(now_ms, Ordering::Relaxed);
-        if self.budget.over() {
-            self.budget.reclaim();
-        }
+    /// then reports to the budget. The caller reclaims, if need be, once it
+    /// holds no lock of its own ([`Reclaimer`]).
+    pub(crate) fn with_producer<R>(&self, f: impl FnOnce(&mut Producer) -> R) -> Option<R> {
+        let mut guard = lock(&self.ledger.writer);
+        let w = guard.as_mut()?;
+        let r = f(&mut w.producer);
+        self.budget.account(w);
+        drop(guard);
+        self.ledger.last_active.store(self.budget.now_ms(), Ordering::Relaxed);
         Some(r)
+    }
+
+    /// What reclaims for it, to be called with no lock held.
+    pub(crate) fn reclaimer(&self) -> Reclaimer {
+        Reclaimer(Arc::clone(&self.budget))
     }
 
     /// The producer's footprint now.
     pub(crate) fn footprint(&self) -> usize {
         lock(&self.ledger.writer).as_ref().map_or(0, |w| w.producer.footprint())
     }
+}
 
-    /// The budget's clock (for `with_producer`'s `now_ms`).
-    pub(crate) fn now_ms(&self) -> u64 {
-        self.budget.now_ms()
+/// Reclaims in a budget a [`Charged`] ring reports to, when it is over its
+/// limit (after a change to the ring, with no lock held: a reclaim takes
+/// every ring's writer lock in turn).
+#[derive(Debug, Clone)]
+pub(crate) struct Reclaimer(Arc<MemoryBudget>);
+
+impl Reclaimer {
+    /// Reclaims if the total is over the limit.
+    pub(crate) fn reclaim_if_over(&self) {
+        if self.0.over() {
+            self.0.reclaim();
+        }
     }
 }
 

@@ -30,7 +30,7 @@ mod session;
 mod table;
 mod ticket;
 
-pub(crate) use budget::Charged;
+pub(crate) use budget::{Charged, Reclaimer};
 pub use hub::{ConnectionGuard, Hub, HubConfig, SessionError};
 pub use migrate::{IssuedTicket, MigrateError, Migration};
 #[cfg(feature = "tokio")]

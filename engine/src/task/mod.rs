@@ -39,7 +39,7 @@ pub use subscribe::{TaskEvent, TaskSubscription};
 
 use crate::ring::{ring, ConfigError, Producer, PublishError, Reader, RingConfig, Snapshot, SnapshotError};
 use crate::ring::{EventRef, StreamHandle};
-use crate::session::{Charged, Hub, SessionError};
+use crate::session::{Charged, Hub, Reclaimer, SessionError};
 use bytes::Bytes;
 use gapless_wire::{Seq, StreamId};
 use std::collections::VecDeque;
@@ -144,6 +144,8 @@ pub struct TaskEvents {
     stream: StreamId,
     max_age: Option<Duration>,
     inner: Mutex<Inner>,
+    /// The hub's budget to reclaim in after a change (charged streams).
+    reclaimer: Option<Reclaimer>,
 }
 
 impl fmt::Debug for TaskEvents {
@@ -174,7 +176,7 @@ impl Inner {
         let stream = &self.stream;
         match &mut self.writer {
             Writer::Own(p) => Some(f(p, stream)),
-            Writer::Charged(c) => c.with_producer(c.now_ms(), |p| f(p, stream)),
+            Writer::Charged(c) => c.with_producer(|p| f(p, stream)),
         }
     }
 }
@@ -197,9 +199,11 @@ impl TaskEvents {
         let stream = producer.open_stream();
         let charged =
             hub.charge(producer).ok_or(SessionError::MemoryExhausted { limit: hub.config().max_memory })?;
+        let reclaimer = Some(charged.reclaimer());
         let inner =
             Inner { writer: Writer::Charged(charged), stream: stream.clone(), times: VecDeque::new() };
-        Ok(TaskEvents { reader, stream: stream.id(), max_age: config.max_age, inner: Mutex::new(inner) })
+        let inner = Mutex::new(inner);
+        Ok(TaskEvents { reader, stream: stream.id(), max_age: config.max_age, inner, reclaimer })
     }
 
     fn with_writer(
@@ -210,7 +214,13 @@ impl TaskEvents {
     ) -> Self {
         let stream = producer.open_stream();
         let inner = Inner { writer: writer(producer), stream: stream.clone(), times: VecDeque::new() };
-        TaskEvents { reader, stream: stream.id(), max_age: config.max_age, inner: Mutex::new(inner) }
+        TaskEvents {
+            reader,
+            stream: stream.id(),
+            max_age: config.max_age,
+            inner: Mutex::new(inner),
+            reclaimer: None,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -222,6 +232,19 @@ impl TaskEvents {
     /// seq (0 for the first, then one more each). The oldest events go as
     /// the bounds need.
     pub fn emit(&self, payload: Bytes, now: Instant) -> Result<u64, EmitError> {
+        let r = self.emit_locked(payload, now);
+        self.reclaim();
+        r
+    }
+
+    /// Reclaims in the hub's budget if it is over (with no lock held).
+    fn reclaim(&self) {
+        if let Some(r) = &self.reclaimer {
+            r.reclaim_if_over();
+        }
+    }
+
+    fn emit_locked(&self, payload: Bytes, now: Instant) -> Result<u64, EmitError> {
         let mut inner = self.lock();
         let published = inner.with(|p, stream| p.publish(stream, payload).map(|seq| (seq, p.oldest())));
         let (seq, oldest) = published.ok_or(EmitError::Ended)?.map_err(|e| match e {
@@ -244,6 +267,7 @@ impl TaskEvents {
     /// stays (and stays counted) until it is dropped. Idempotent.
     pub fn end(&self) {
         self.lock().with(|p, stream| p.end_stream(stream));
+        self.reclaim();
     }
 
     /// Whether [`TaskEvents::end`] was called.
@@ -293,32 +317,33 @@ impl TaskEvents {
     /// event not emitted yet.
     pub fn snapshot(&self, after: Option<u64>, now: Instant) -> Result<TaskSnapshot, OpenError> {
         let mut inner = self.lock();
-        let floor = self.floor(&mut inner, now);
-        // The ring's cursor: its seq of the last event processed.
-        let cursor = match after {
-            None => floor - 1,
-            Some(a) => {
-                let next = self.reader.head().0;
-                if a >= next {
-                    return Err(OpenError::Ahead { next });
-                }
+        // Under the lock nothing is emitted; a budget's reclaim may still
+        // evict between the floor and the pin: the pin then says so, and
+        // an opening without a cursor starts again at the new floor.
+        loop {
+            let floor = self.floor(&mut inner, now);
+            let next = self.reader.head().0;
+            // The ring's cursor: its seq of the last event processed.
+            let cursor = match after {
+                None => floor - 1,
+                Some(a) if a >= next => return Err(OpenError::Ahead { next }),
                 // a < head: a + 2 cannot overflow.
-                if a + 2 < floor {
-                    return Err(OpenError::Gone { earliest: floor - 1 });
-                }
-                a + 1
-            }
-        };
-        // Under the lock: nothing is emitted between the floor and the pin
-        // (a budget's reclaim may evict meanwhile: the pin then says so).
-        match self.reader.snapshot_stream(self.stream, Seq(cursor)) {
-            Ok(snapshot) => Ok(TaskSnapshot { snapshot: Some(snapshot) }),
-            Err(SnapshotError::Evicted { oldest, .. }) => Err(OpenError::Gone { earliest: oldest.0 - 1 }),
-            Err(SnapshotError::Ahead { head }) => Err(OpenError::Ahead { next: head.0 }),
-            // The record goes once the stream ended and all its events
-            // were evicted: nothing after the cursor is kept, and nothing
-            // is missing (the floor's check above passed).
-            Err(SnapshotError::UnknownStream { .. }) => Ok(TaskSnapshot { snapshot: None }),
+                Some(a) if a + 2 < floor => return Err(OpenError::Gone { earliest: floor - 1 }),
+                Some(a) => a + 1,
+            };
+            return match self.reader.snapshot_stream(self.stream, Seq(cursor)) {
+                Ok(snapshot) => Ok(TaskSnapshot { snapshot: Some(snapshot) }),
+                Err(SnapshotError::Evicted { .. }) if after.is_none() => continue,
+                Err(SnapshotError::Evicted { oldest, .. }) => Err(OpenError::Gone { earliest: oldest.0 - 1 }),
+                Err(SnapshotError::Ahead { head }) => Err(OpenError::Ahead { next: head.0 }),
+                // The record goes once the stream ended and every event of
+                // it was evicted: nothing is kept, and the next seq is the
+                // earliest. A cursor at the last event misses nothing.
+                Err(SnapshotError::UnknownStream { .. }) => match after {
+                    Some(a) if a + 1 < next => Err(OpenError::Gone { earliest: next }),
+                    _ => Ok(TaskSnapshot { snapshot: None }),
+                },
+            };
         }
     }
 

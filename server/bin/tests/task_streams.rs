@@ -25,6 +25,8 @@ struct Client<'a> {
     s: &'a TestServer,
     who: Option<&'a str>,
     bare: bool,
+    /// Another HTTP client than the server's (one over HTTP/2).
+    http: Option<&'a reqwest::Client>,
 }
 
 /// What a `tasks/stream` answered: the events' notifications, then the
@@ -42,7 +44,7 @@ impl Streamed {
 
 impl<'a> Client<'a> {
     fn new(s: &'a TestServer) -> Self {
-        Client { s, who: None, bare: false }
+        Client { s, who: None, bare: false, http: None }
     }
 
     async fn send(&self, method: &str, mut params: Value, accept: &str) -> reqwest::Response {
@@ -54,8 +56,8 @@ impl<'a> Client<'a> {
         let name = params.get("name").or(params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let mut r = self
-            .s
             .http
+            .unwrap_or(&self.s.http)
             .post(&self.s.url)
             .header("content-type", "application/json")
             .header("accept", accept)
@@ -243,19 +245,18 @@ async fn a_reader_behind_the_window_gets_events_gone_not_a_skip() {
 }
 
 /// Bad params are -32602, the authorization is `tasks/get`'s (another
-/// caller's task is unknown), the extension must be declared, the stream
-/// must be accepted as SSE, and a second stream of one client for one
-/// task is refused while the first is open.
+/// caller's task is unknown), the extension must be declared, and the
+/// stream must be accepted as SSE.
 #[tokio::test]
-async fn params_authorization_and_one_stream_per_task() {
+async fn params_and_authorization() {
     let server = McpServer::builder(gapless_server_bin::demo::DemoHost)
         .identity(|p| p.headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned))
         .build()
         .unwrap();
     let s = TestServer::at(serve(server.router()).await, "/mcp", server);
-    let alice = Client { s: &s, who: Some("alice"), bare: false };
+    let alice = Client { s: &s, who: Some("alice"), bare: false, http: None };
     let bob = Client { who: Some("bob"), ..alice };
-    let task = alice.task("task_events", json!({"count": 3, "interval_ms": 2000})).await;
+    let task = alice.task("task_events", json!({"count": 3, "interval_ms": 5000})).await;
     for after in [json!(-1), json!(1.5), json!("0"), json!(true)] {
         let r = alice.stream(json!({"taskId": task, "after": after})).await;
         let e = r.response.unwrap();
@@ -281,16 +282,51 @@ async fn params_authorization_and_one_stream_per_task() {
     assert_eq!(e["error"]["code"], -32021, "{e}");
     let r = alice.send("tasks/stream", json!({"taskId": task}), "application/json").await;
     assert_eq!(r.status(), 406);
-    // One stream of alice's for the task at a time.
-    let (first, open) = Client::read(alice.open(json!({"taskId": task})).await, 1).await;
+    let e = alice.stream(json!({"taskId": task, "after": null})).await.response.unwrap();
+    assert_eq!(e["error"]["code"], -32602, "after null: {e}");
+}
+
+/// One `tasks/stream` per task and connection (the draft's rule; HTTP/2
+/// carries several requests on one connection): a second on the same
+/// connection is refused while the first is open, and free once it ended;
+/// a resume on another connection (after a cut the server has not seen
+/// yet) is never refused. Neither cancels the task.
+#[tokio::test]
+async fn one_stream_per_task_and_connection() {
+    let s = start_served(ServerConfig::default(), gapless_server::ServeConfig::default()).await;
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let one = Client { http: Some(&h2), ..Client::new(&s) };
+    let task = one.task("task_events", json!({"count": 3, "interval_ms": 1500})).await;
+    let (first, open) = Client::read(one.open(json!({"taskId": task})).await, 1).await;
     assert_eq!(first.seqs(), [0]);
-    let e = alice.stream(json!({"taskId": task})).await.response.unwrap();
-    assert_eq!(e["error"]["code"], -32602, "a second stream: {e}");
+    let e = one.stream(json!({"taskId": task})).await.response.unwrap();
+    assert_eq!(e["error"]["code"], -32602, "a second stream on the connection: {e}");
+    // Another connection (the server's own client opens one per request).
+    let other = Client::new(&s);
+    let (elsewhere, _kept) = Client::read(other.open(json!({"taskId": task})).await, 1).await;
+    assert_eq!(elsewhere.seqs(), [0], "a resume on another connection is served");
     drop(open);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let (again, _open) = Client::read(alice.open(json!({"taskId": task, "after": 0})).await, 1).await;
-    assert_eq!(again.seqs(), [1], "free again once the first was closed");
-    assert_eq!(alice.status(&task).await, "working");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (again, _open) = Client::read(one.open(json!({"taskId": task, "after": 0})).await, 1).await;
+    assert_eq!(again.seqs(), [1], "free again on the connection once the first was closed");
+    assert_eq!(one.status(&task).await, "working");
+}
+
+/// A stream with nothing to send yet starts after one keep-alive period
+/// (a comment), so that a client and a proxy see a live response, then
+/// carries the next event when it comes.
+#[tokio::test]
+async fn a_quiet_stream_starts_with_a_keep_alive() {
+    let s = start(ServerConfig { keepalive: Duration::from_millis(200), ..ServerConfig::default() }).await;
+    let c = Client::new(&s);
+    let task = c.task("task_events", json!({"count": 2, "interval_ms": 1500})).await;
+    let r = tokio::time::timeout(Duration::from_millis(1000), c.open(json!({"taskId": task, "after": 0})))
+        .await
+        .expect("the response began before the next event");
+    assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
+    let (rest, _) = Client::read(r, usize::MAX).await;
+    assert_eq!(rest.seqs(), [1]);
+    assert_ended(&rest);
 }
 
 /// `tasks/cancel` ends the task's open streams with the empty result, and

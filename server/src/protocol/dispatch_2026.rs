@@ -35,6 +35,9 @@ pub(crate) struct Call {
     pub(crate) declared: Declared,
     /// The caller's identity.
     pub(crate) caller: Option<String>,
+    /// The connection it came on (its peer's address and port), if known:
+    /// one `tasks/stream` per task and connection.
+    pub(crate) connection: Option<std::net::SocketAddr>,
 }
 
 /// Where a request's response goes: its id, its method (a result is
@@ -67,7 +70,7 @@ fn answered(response: oneshot::Receiver<Value>) -> Running {
 pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
     let (reply, response) = oneshot::channel();
     let server_info = p.host.server_info();
-    let Call { id, method, params, declared, caller } = call;
+    let Call { id, method, params, declared, caller, connection } = call;
     let events = p.tasks.serves_events();
     if let Some(outcome) = builtin::sessionless(&*p.host, &method, &declared.version, events) {
         Answer { id, method, server_info, reply }.send(outcome);
@@ -88,7 +91,8 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
     if method == "tasks/stream" {
         drop(reply);
         let capabilities = declared.capabilities;
-        return task_stream(p, StreamCall { id, params, capabilities, caller, server_info }, permit);
+        let call = StreamCall { id, params, capabilities, caller, connection, server_info };
+        return task_stream(p, call, permit);
     }
     let answer = Answer { id, method, server_info, reply };
     if answer.method.starts_with("tasks/") {
@@ -116,7 +120,8 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
         },
         false => Map::new(),
     };
-    let call = Call { id: answer.id.clone(), method: answer.method.clone(), params, declared, caller };
+    let call =
+        Call { id: answer.id.clone(), method: answer.method.clone(), params, declared, caller, connection };
     run(p, call, answers, answer, response, permit)
 }
 
@@ -129,7 +134,7 @@ fn run(
     response: oneshot::Receiver<Value>,
     permit: Permit,
 ) -> Running {
-    let Call { id, method, params, declared, caller } = call;
+    let Call { id, method, params, declared, caller, .. } = call;
     let cancel = CancellationToken::new();
     // The handler's own cancellation: the response's until the request
     // becomes a task, the task's after (the response is over by then).

@@ -23,6 +23,7 @@ pub(super) struct StreamCall {
     pub(super) params: Value,
     pub(super) capabilities: Value,
     pub(super) caller: Option<String>,
+    pub(super) connection: Option<std::net::SocketAddr>,
     pub(super) server_info: Value,
 }
 
@@ -34,33 +35,34 @@ pub(super) fn task_stream(p: &Protocol, call: StreamCall, permit: Permit) -> Run
     let serves = tasks::declares(&p.host.capabilities());
     let shutdown = p.shutdown.clone();
     tokio::spawn(async move {
-        let StreamCall { id, params, capabilities, caller, server_info } = call;
+        let StreamCall { id, params, capabilities, caller, connection, server_info } = call;
         let answer = move |outcome: Result<Value, RpcError>| {
             let outcome = outcome.map(|r| complete("tasks/stream", r, server_info));
             let _ = reply.send(jsonrpc::response(&id, outcome));
         };
-        let client = permit.client_key();
         let _permit = permit;
-        let opened = tasks.open_stream(&params, &capabilities, caller.as_deref(), client, serves).await;
+        let opened = tasks.open_stream(&params, &capabilities, caller.as_deref(), connection, serves).await;
         let opened = match opened {
             Ok(o) => o,
             Err(e) => return answer(Err(e)),
         };
         let Some(mut events) = opened.events else { return answer(Ok(json!({}))) };
         loop {
-            tokio::select! {
+            let event = tokio::select! {
                 biased;
                 e = events.recv() => match e {
-                    Some(Ok(e)) => {
-                        if tx.send(notification(&opened.task, e.seq, &e.payload)).await.is_err() {
-                            return; // the client closed the stream: the task goes on
-                        }
-                    }
+                    Some(Ok(e)) => notification(&opened.task, e.seq, &e.payload),
                     // Dropped before it was read: explicit, never skipped.
                     Some(Err(e)) => return answer(Err(tasks::refusal(&opened.task, e))),
                     None => return answer(Ok(json!({}))),
                 },
-                _ = tx.closed() => return,
+                _ = tx.closed() => return, // the client closed it: the task goes on
+                _ = shutdown.cancelled() => return answer(Ok(json!({}))),
+            };
+            // A reader that does not read holds the stream here: a shutdown
+            // still ends it.
+            tokio::select! {
+                sent = tx.send(event) => if sent.is_err() { return },
                 _ = shutdown.cancelled() => return answer(Ok(json!({}))),
             }
         }

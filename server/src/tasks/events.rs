@@ -10,6 +10,7 @@ use bytes::Bytes;
 use gapless::task::{EmitError, OpenError, TaskEvents, TaskEventsConfig, TaskSubscription};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -26,6 +27,10 @@ const RESERVED_PREFIX: &str = "io.modelcontextprotocol.";
 
 /// The longest event type accepted.
 const MAX_TYPE_LEN: usize = 256;
+
+/// What an event keeps besides its payload (`"type":"<type>","payload":`):
+/// a stream's byte bound must hold the largest payload and this.
+pub(crate) const EVENT_OVERHEAD: usize = MAX_TYPE_LEN + 32;
 
 /// How often, at most, the streams of expired tasks are dropped.
 const SWEEP_EVERY_MS: u64 = 1000;
@@ -134,8 +139,8 @@ pub(crate) fn notification(task: &str, seq: u64, body: &[u8]) -> Bytes {
 /// A task's stream and when its record expires (Unix ms).
 type Kept = (Arc<TaskEvents>, Option<u64>);
 
-/// The open `tasks/stream`s: (client, task).
-type ActiveSet = Arc<Mutex<HashSet<(Option<String>, String)>>>;
+/// The open `tasks/stream`s: (connection, task).
+type ActiveSet = Arc<Mutex<HashSet<(SocketAddr, String)>>>;
 
 /// The event streams of this process's tasks.
 #[derive(Debug)]
@@ -146,16 +151,16 @@ pub(crate) struct EventStreams {
     max_event_bytes: usize,
     /// Task id → its stream and when its record expires (Unix ms).
     streams: Mutex<HashMap<String, Kept>>,
-    /// The `tasks/stream` requests open now: (client, task).
+    /// The `tasks/stream` requests open now: (connection, task).
     active: ActiveSet,
     swept_at: AtomicU64,
 }
 
-/// A `tasks/stream` of one client for one task, open; its place is given
-/// back when dropped.
+/// A `tasks/stream` on one connection for one task, open; its place is
+/// given back when dropped.
 pub(crate) struct Active {
     active: ActiveSet,
-    key: (Option<String>, String),
+    key: (SocketAddr, String),
 }
 
 impl Drop for Active {
@@ -210,7 +215,9 @@ impl EventStreams {
     /// Ends task `id`'s stream (the task is terminal, or its work here is
     /// over): open `tasks/stream`s end after its last event.
     pub(crate) fn end(&self, id: &str) {
-        if let Some((s, _)) = lock(&self.streams).get(id) {
+        // Out of the map's lock: an end may reclaim in the memory budget.
+        let stream = lock(&self.streams).get(id).map(|(s, _)| Arc::clone(s));
+        if let Some(s) = stream {
             s.end();
         }
     }
@@ -225,13 +232,18 @@ impl EventStreams {
         {
             return;
         }
+        let mut gone = vec![];
         lock(&self.streams).retain(|_, (s, exp)| {
             let keep = exp.is_none_or(|e| e > now);
             if !keep {
-                s.end();
+                gone.push(Arc::clone(s));
             }
             keep
         });
+        // Out of the map's lock; an open `tasks/stream` may still hold one.
+        for s in gone {
+            s.end();
+        }
     }
 
     /// Emits an event of type `kind` with `payload` on task `id`'s stream.
@@ -257,10 +269,10 @@ impl EventStreams {
         })
     }
 
-    /// Claims the one `tasks/stream` `client` may have open for task `id`;
-    /// `None` if it has one.
-    pub(crate) fn claim(&self, client: Option<String>, id: &str) -> Option<Active> {
-        let key = (client, id.to_owned());
+    /// Claims the one `tasks/stream` `connection` may have open for task
+    /// `id`; `None` if it has one.
+    pub(crate) fn claim(&self, connection: SocketAddr, id: &str) -> Option<Active> {
+        let key = (connection, id.to_owned());
         lock(&self.active).insert(key.clone()).then(|| Active { active: Arc::clone(&self.active), key })
     }
 
@@ -334,14 +346,16 @@ mod tests {
     }
 
     #[test]
-    fn one_stream_per_client_and_task() {
+    fn one_stream_per_connection_and_task() {
         let s = EventStreams::new(None, TaskEventsConfig::default(), 64);
-        let a = s.claim(Some("ip:1".into()), "t").expect("the first");
-        assert!(s.claim(Some("ip:1".into()), "t").is_none(), "a second for the same task");
-        let _b = s.claim(Some("ip:2".into()), "t").expect("another client's");
-        let _c = s.claim(Some("ip:1".into()), "u").expect("another task's");
+        let (one, two): (SocketAddr, SocketAddr) =
+            ("127.0.0.1:1000".parse().unwrap(), "127.0.0.1:1001".parse().unwrap());
+        let a = s.claim(one, "t").expect("the first");
+        assert!(s.claim(one, "t").is_none(), "a second for the same task on the same connection");
+        let _b = s.claim(two, "t").expect("another connection's (a resume after a cut)");
+        let _c = s.claim(one, "u").expect("another task's");
         drop(a);
-        assert!(s.claim(Some("ip:1".into()), "t").is_some(), "free again once the first ended");
+        assert!(s.claim(one, "t").is_some(), "free again once the first ended");
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod stream;
 mod wire;
 
 pub use events::{check_type, TaskEventError, EVENT_METHOD, RELATED_TASK};
-pub(crate) use events::{notification, refusal, Active};
+pub(crate) use events::{notification, refusal, Active, EVENT_OVERHEAD};
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 

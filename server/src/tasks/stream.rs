@@ -16,20 +16,22 @@ pub(crate) struct Opened {
     /// Its events after the cursor, then live; `None`: it has none and
     /// never will here (its stream is gone): the request ends at once.
     pub(crate) events: Option<TaskSubscription>,
-    /// The one stream of this client for this task.
-    pub(crate) _active: Active,
+    /// The one stream of this connection for this task (none when the
+    /// connection is not known).
+    pub(crate) _active: Option<Active>,
 }
 
 impl Tasks {
-    /// Checks a `tasks/stream` of `caller` (admitted for `client`) that
-    /// declared `capabilities`, for an application that `serves` the tasks
-    /// extension, and opens the task's stream after its cursor.
+    /// Checks a `tasks/stream` of `caller` on `connection` (its peer's
+    /// address and port, if known) that declared `capabilities`, for an
+    /// application that `serves` the tasks extension, and opens the task's
+    /// stream after its cursor.
     pub(crate) async fn open_stream(
         &self,
         params: &Value,
         capabilities: &Value,
         caller: Option<&str>,
-        client: Option<String>,
+        connection: Option<std::net::SocketAddr>,
         serves: bool,
     ) -> Result<Opened, RpcError> {
         let Some(streams) = self.events.as_ref().filter(|_| serves) else {
@@ -43,7 +45,7 @@ impl Tasks {
             _ => return Err(RpcError::invalid_params("params.taskId must be a string")),
         };
         let after = match params.get("after") {
-            None | Some(Value::Null) => None,
+            None => None,
             Some(v) => Some(v.as_u64().ok_or_else(|| {
                 RpcError::invalid_params("params.after must be a non-negative integer (a task event's seq)")
             })?),
@@ -53,11 +55,16 @@ impl Tasks {
             Lookup::Found(_) => {}
             l => return Err(not_found(id, &l)),
         }
-        let active = streams.claim(client, id).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "a tasks/stream of task {id:?} is open already for this client: cancel it first"
-            ))
-        })?;
+        // A connection not known (an embedding without peer addresses)
+        // cannot be told from another: nothing to claim.
+        let active = match connection {
+            Some(c) => Some(streams.claim(c, id).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "a tasks/stream of task {id:?} is open already on this connection: cancel it first"
+                ))
+            })?),
+            None => None,
+        };
         let events = streams.subscribe(id, after)?;
         Ok(Opened { task: id.to_owned(), events, _active: active })
     }

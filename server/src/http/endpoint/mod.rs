@@ -54,7 +54,7 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     let sid = session_header(req.headers()).map(str::to_owned);
     let slot = req.extensions().get::<NewSession>().and_then(|n| lock(&n.0).take());
     let mirrored = post_2026::Mirrored::of(req.headers());
-    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     // The guard left the version header to here: which error an unknown
     // version gets depends on the era the body is of.
     let version_ok = super::guard::check_version(req.headers(), false);

@@ -187,7 +187,7 @@ pub(crate) async fn post(
     msg: Incoming,
     acc: Accepts,
     caller: Option<String>,
-    peer: Option<std::net::IpAddr>,
+    peer: Option<std::net::SocketAddr>,
 ) -> Response {
     let (id, method, params) = match msg {
         // The revision defines no client notification over HTTP; one is
@@ -216,7 +216,7 @@ pub(crate) async fn post(
     }
     let client = match (&caller, peer) {
         (Some(id), _) => Some(format!("id:{id}")),
-        (None, Some(ip)) => Some(format!("ip:{ip}")),
+        (None, Some(addr)) => Some(format!("ip:{}", addr.ip())),
         (None, None) => None,
     };
     let permit = match state.sessionless.admit(client) {
@@ -239,21 +239,27 @@ pub(crate) async fn post(
         }
     }
     state.metrics.sessionless_requests.inc();
-    let call = Call { id, method, params, declared, caller };
-    respond(dispatch_2026::start(&state.protocol, call, permit), acc, state.config.keepalive).await
+    let call = Call { id, method, params, declared, caller, connection: peer };
+    let early = call.method == "tasks/stream";
+    respond(dispatch_2026::start(&state.protocol, call, permit), acc, state.config.keepalive, early).await
 }
 
 /// The response: JSON when the response comes before any notification (or
 /// the client takes only JSON, when notifications are dropped), else SSE.
-async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration) -> Response {
+async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration, early: bool) -> Response {
     // Dropped with this future (the client went away) or with the SSE body.
     let cancel = run.cancel.clone().drop_guard();
     let mut open = true;
+    // A stream whose first message may be long in coming (`early`: a
+    // `tasks/stream` of a quiet task) starts after one keep-alive period
+    // with a comment, so that clients and proxies see a live response.
+    let quiet = tokio::time::sleep(keepalive);
+    tokio::pin!(quiet);
     let first = loop {
         tokio::select! {
             biased;
             n = run.notifications.recv(), if open => match n {
-                Some(b) if acc.sse => break b,
+                Some(b) if acc.sse => break frame(&b),
                 // A JSON-only client gets no notifications: drained so that
                 // the handler never waits on them.
                 Some(_) => {}
@@ -266,6 +272,7 @@ async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration)
                 Ok(msg) if !acc.json => return sse(Body::from(frame(msg.to_string().as_bytes()))),
                 r => return json_response(r),
             },
+            _ = &mut quiet, if early && acc.sse => break Bytes::from_static(b":\n\n"),
         }
     };
     let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + keepalive, keepalive);
@@ -274,7 +281,7 @@ async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration)
         (Some(first), Some(run), Some(cancel), keepalive),
         |(pending, run, cancel, mut keepalive)| async move {
             if let Some(b) = pending {
-                return Some((Ok::<_, std::convert::Infallible>(frame(&b)), (None, run, cancel, keepalive)));
+                return Some((Ok::<_, std::convert::Infallible>(b), (None, run, cancel, keepalive)));
             }
             let mut run = run?;
             let next = tokio::select! {
