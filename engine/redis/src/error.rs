@@ -31,6 +31,12 @@ pub enum StoreError {
         /// The seq.
         seq: Seq,
     },
+    /// A request's answer is larger than the session's byte budget: nothing
+    /// was written (a permanent refusal: retrying cannot help).
+    AnswerTooLarge {
+        /// The answer's length.
+        len: usize,
+    },
 }
 
 impl fmt::Display for StoreError {
@@ -53,6 +59,9 @@ impl fmt::Display for StoreError {
                     f,
                     "the store's event {seq} is not the one this node holds (a failover rewrote the log)"
                 )
+            }
+            StoreError::AnswerTooLarge { len } => {
+                write!(f, "the answer of {len} bytes exceeds the session's byte budget")
             }
         }
     }

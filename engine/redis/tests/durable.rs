@@ -78,6 +78,11 @@ async fn a_redis_that_never_had_a_replica_is_not_waited_for() {
     let session = store.create(SessionId::random(), None).await.unwrap();
     let stream = store.open_stream(&session.id).await.unwrap();
     store.register_request("n1", &session.id, stream, "1").await.expect("no replica to wait for");
+    // An answer over the session's byte budget is refused for good, with
+    // its length, and nothing is written: the stream is still open.
+    let len = config().ring.byte_budget + 1;
+    let big = Bytes::from(vec![b'x'; len]);
+    assert_eq!(store.answer(&session.id, stream, &big).await, Err(StoreError::AnswerTooLarge { len }));
     let answer = Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
     assert_eq!(store.answer(&session.id, stream, &answer).await, Ok(true));
 }

@@ -1377,6 +1377,47 @@ async fn a_killed_node_answers_its_legacy_request_and_the_stream_goes_on() {
     assert!(result["result"]["content"][0]["text"].as_str().unwrap().contains("emitted 3"), "{result}");
 }
 
+/// A legacy request whose response exceeds the session's byte budget (in
+/// the store) gets an explicit `-32603` in its place at once, on the
+/// shared stream, and the stream goes on: never a retry until the
+/// client-request timeout, never silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_response_over_the_budget_is_an_explicit_error() {
+    let redis = RedisServer::start(&[]);
+    let node = Node::start(&redis.url(), &["--ring-bytes", "8192"]);
+    let base = node.url.trim_end_matches("/mcp").to_owned();
+    let r =
+        http().get(format!("{}/sse", node.url)).header("accept", "text/event-stream").send().await.unwrap();
+    let mut sse = SseReader::new(r);
+    let endpoint = sse.next().await.expect("the endpoint event");
+    let to = format!("{base}{}", endpoint.data);
+    let send = |msg: Value| {
+        let r = http().post(&to).header("content-type", "application/json").body(msg.to_string());
+        async move { r.send().await.unwrap().status().as_u16() }
+    };
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
+    assert_eq!(send(init).await, 202);
+    assert!(sse.next().await.expect("the initialize response").json().unwrap()["result"].is_object());
+    let big = "x".repeat(10_000);
+    let call = |id: u64, name: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"greet","arguments":{"name":name}}});
+    let asked = Instant::now();
+    assert_eq!(send(call(1, &big)).await, 202);
+    let answer = tokio::time::timeout(Duration::from_secs(10), sse.next()).await.expect("an answer").unwrap();
+    let answer = answer.json().unwrap();
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32603), "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("byte budget"), "{answer}");
+    assert!(asked.elapsed() < Duration::from_secs(5), "at once, not after retries: {:?}", asked.elapsed());
+    assert_eq!(send(call(2, "ok")).await, 202);
+    let next = sse.next().await.expect("the next answer").json().unwrap();
+    assert_eq!(
+        (&next["id"], &next["result"]["content"][0]["text"]),
+        (&json!(2), &json!("Hello, ok!")),
+        "{next}"
+    );
+}
+
 /// A 2026-07-28 request of the tasks extension to node `url`.
 async fn task_call(url: &str, method: &str, params: Value) -> Value {
     let mut params = params;

@@ -90,6 +90,17 @@ pub(crate) struct Responded {
     pub(crate) published: Option<usize>,
 }
 
+/// The JSON-RPC error that stands for a response of `len` bytes (`response`)
+/// the session's byte budget cannot hold: its id, `-32603`.
+fn too_large_answer(response: &[u8], len: usize) -> Bytes {
+    let id = serde_json::from_slice::<Value>(response).ok().and_then(|v| v.get("id").cloned());
+    let e = crate::vocab::jsonrpc::RpcError::new(
+        crate::vocab::jsonrpc::code::INTERNAL_ERROR,
+        format!("the response of {len} bytes exceeds the session's byte budget"),
+    );
+    Bytes::from(crate::vocab::jsonrpc::response(&id.unwrap_or(Value::Null), Err(e)).to_string())
+}
+
 fn store_send_error(e: StoreError) -> SendError {
     match e {
         StoreError::UnknownSession => SendError::Closed,
@@ -179,14 +190,33 @@ impl SessionStore {
         deadline: Duration,
     ) -> Responded {
         match self {
-            SessionStore::Cluster { cluster, .. } if own || registered.is_some() => {
+            SessionStore::Cluster { cluster, appender, .. } if own || registered.is_some() => {
                 let at = registered.filter(|_| !own).unwrap_or(RequestAt::Own(stream.id()));
-                self.settle(session, stream.id()).await;
+                if own {
+                    self.settle(session, stream.id()).await;
+                } else {
+                    // After what the request queued; the shared stream goes
+                    // on, with its other requests' bookkeeping.
+                    appender.barrier().await;
+                }
                 let deadline = tokio::time::Instant::now() + deadline;
-                let len = bytes.len();
+                let (mut bytes, mut replaced) = (bytes, false);
+                let mut len = bytes.len();
                 loop {
-                    let r = cluster.store.answer(&session.id(), at, &bytes).await.map_err(store_send_error);
-                    match r {
+                    let r = cluster.store.answer(&session.id(), at, &bytes).await;
+                    // A refusal for good: the client gets an explicit error
+                    // in its place, once (a budget too small even for that
+                    // leaves the request to the client's timeout).
+                    if let Err(StoreError::AnswerTooLarge { len: big }) = r {
+                        tracing::error!(session = %SessionTag::of_id(&session.id()), len = big, "response larger than the session's byte budget; answering an error instead");
+                        if replaced {
+                            return Responded { stored: true, published: None };
+                        }
+                        (bytes, replaced) = (too_large_answer(&bytes, big), true);
+                        len = bytes.len();
+                        continue;
+                    }
+                    match r.map_err(store_send_error) {
                         Ok(wrote) => return Responded { stored: true, published: wrote.then_some(len) },
                         Err(SendError::Refused(e)) if tokio::time::Instant::now() < deadline => {
                             tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "response not stored yet; retrying");

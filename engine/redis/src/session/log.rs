@@ -44,9 +44,7 @@ impl RedisStore {
         match self.orphan(id, at.into(), payload).await? {
             Orphaned::Wrote => Ok(true),
             Orphaned::Done => Ok(false),
-            Orphaned::TooLarge => {
-                Err(StoreError::Protocol("the answer exceeds the session's byte budget".into()))
-            }
+            Orphaned::TooLarge => Err(StoreError::AnswerTooLarge { len: payload.len() }),
         }
     }
 
