@@ -101,7 +101,10 @@ async fn a_tool_streams_its_notifications_without_ids_then_its_result() {
         &s,
         7,
         "tools/call",
-        with_meta(json!({"name": "emit_events", "arguments": {"count": 300}}), json!({})),
+        with_meta(
+            json!({"name": "emit_events", "arguments": {"count": 300}}),
+            json!({"io.modelcontextprotocol/logLevel": "info"}),
+        ),
     )
     .await;
     assert_eq!(r.status(), 200);
@@ -316,6 +319,32 @@ async fn get_and_delete_of_the_revision_are_405_and_2025_sessions_are_untouched(
     assert_eq!(body(r).await.1["error"]["code"], -32602);
 }
 
+/// A request that declares no log level gets no log messages, those a
+/// handler sends raw included (`emit_events` sends its info-level ones with
+/// `notify_raw`); one that declares a level above theirs gets none either.
+#[tokio::test]
+async fn raw_log_messages_only_with_a_declared_level_at_or_below_theirs() {
+    let s = start(ServerConfig::default()).await;
+    let call = json!({"name": "emit_events", "arguments": {"count": 5}});
+    for meta in [json!({}), json!({"io.modelcontextprotocol/logLevel": "error"})] {
+        let (status, b) =
+            body(modern(&s, 1, "tools/call", with_meta(call.clone(), meta.clone())).await).await;
+        assert_eq!((status, &b["result"]["content"][0]["text"]), (200, &json!("emitted 5")), "{meta}");
+    }
+    let r = modern(&s, 2, "tools/call", with_meta(call, json!({"io.modelcontextprotocol/logLevel": "info"})))
+        .await;
+    let mut sse = SseReader::new(r);
+    let (mut seqs, mut result) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        match e.emit_seq() {
+            Some(n) => seqs.push(n),
+            None => result = e.json(),
+        }
+    }
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    assert_eq!(result.unwrap()["result"]["content"][0]["text"], "emitted 5");
+}
+
 /// A host whose one tool sends 64 KiB notifications until it is cancelled,
 /// counting them.
 #[derive(Clone, Default)]
@@ -340,7 +369,7 @@ impl Host for Flood {
             assert!(ctx.session().is_none());
             let pad = "x".repeat(64 << 10);
             let msg = bytes::Bytes::from(format!(
-                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{pad}"}}}}"#
+                r#"{{"jsonrpc":"2.0","method":"notifications/x.flood","params":{{"data":"{pad}"}}}}"#
             ));
             loop {
                 tokio::select! {

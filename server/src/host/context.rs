@@ -6,6 +6,7 @@
 use super::handle::{log_on, SessionHandle};
 use super::LogLevel;
 use crate::session::SessionState;
+use crate::sessionless::exchange::LOG_METHOD;
 use crate::vocab::error::{ClientRequestError, SendError};
 use crate::vocab::jsonrpc;
 use bytes::Bytes;
@@ -97,7 +98,20 @@ impl RequestContext {
     /// cluster mode the event is queued for the store and the `Seq` is 0
     /// (not allocated yet); a refusal of it is told to the next publish on
     /// the stream (`docs/SPEC.md` §8.8).
+    ///
+    /// On a 2026-07-28 request a `notifications/message` goes through the
+    /// request's log level as [`RequestContext::log`] does (none declared:
+    /// no log messages); one it withholds is dropped, and the `Seq` is 0
+    /// (once the request became a task, `Closed` as for any notification).
     pub async fn notify(&self, method: &str, params: Value) -> Result<Seq, SendError> {
+        if let Via::Exchange(x) = &self.via {
+            if method == LOG_METHOD
+                && !x.is_task()
+                && x.withholds_log(params.get("level").and_then(Value::as_str))
+            {
+                return Ok(Seq(0));
+            }
+        }
         let msg = jsonrpc::notification(method, params);
         match &self.via {
             Via::Session { sess, stream } => sess.publish_json(stream, &msg).await,
@@ -109,9 +123,14 @@ impl RequestContext {
     /// stream (paced). The caller guarantees they are one JSON message.
     /// The ring's budget counts their length: make them from a `Vec` with
     /// `gapless::ring::exact_bytes`.
+    ///
+    /// On a 2026-07-28 request a `notifications/message` goes through the
+    /// request's log level as [`RequestContext::notify`] says (the message
+    /// is parsed for its method, then a log message for its level).
     pub async fn notify_raw(&self, message: Bytes) -> Result<Seq, SendError> {
         match &self.via {
             Via::Session { sess, stream } => sess.publish_bytes(stream, message).await,
+            Via::Exchange(x) if !x.is_task() && x.withholds_raw(&message) => Ok(Seq(0)),
             Via::Exchange(x) => x.send(message).await,
         }
     }
@@ -129,7 +148,7 @@ impl RequestContext {
         match &self.via {
             Via::Session { sess, stream } => log_on(sess, stream, level, logger, data).await,
             Via::Exchange(x) => {
-                if x.log_level.is_none_or(|min| level < min) {
+                if x.withholds_log(Some(level.as_str())) {
                     return Ok(None);
                 }
                 let mut p = json!({"level": level.as_str(), "data": data});

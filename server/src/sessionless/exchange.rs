@@ -87,6 +87,44 @@ pub(crate) struct Origin {
     pub(crate) work: CancellationToken,
 }
 
+/// Whether a request that declared the log level `min` (`None`: none)
+/// withholds a `notifications/message` of `level` (its `params.level`;
+/// `None`: missing or not a string). A request that declared no level
+/// gets no log messages at all (MCP 2026-07-28), and one that did gets
+/// those at its level or above. A level that is not one of the eight is
+/// withheld too: it cannot be shown to pass.
+fn withholds(min: Option<LogLevel>, level: Option<&str>) -> bool {
+    match (min, level.and_then(LogLevel::parse)) {
+        (Some(min), Some(l)) => l < min,
+        _ => true,
+    }
+}
+
+/// Whether a request that declared the log level `min` withholds
+/// `message`, one serialized JSON-RPC message a handler sends raw: it does
+/// if the message is a `notifications/message` that [`withholds`] holds
+/// back. The message is parsed for its method (in any spelling JSON
+/// allows, escapes included), skipping the rest; only a log message is
+/// read again for its level. Bytes that are not JSON pass: one JSON message
+/// is the caller's promise, not this filter's to police.
+fn withholds_raw(min: Option<LogLevel>, message: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<Probe<'_>>(message) {
+        Ok(p) if p.method.as_deref() == Some(LOG_METHOD) => {
+            let m: Value = serde_json::from_slice(message).unwrap_or_default();
+            withholds(min, m.pointer("/params/level").and_then(Value::as_str))
+        }
+        _ => false,
+    }
+}
+
+/// The method of log messages.
+pub(crate) const LOG_METHOD: &str = "notifications/message";
+
 /// The methods whose requests may be answered with an input-required
 /// result.
 const TAKES_INPUT: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
@@ -191,6 +229,12 @@ impl Exchange {
         self.tasks.emit(id, kind, payload)
     }
 
+    /// Whether this request became a task: its response was the task's
+    /// handle, and its notifications have nowhere to go ([`Exchange::send`]).
+    pub(crate) fn is_task(&self) -> bool {
+        self.task.get().is_some()
+    }
+
     /// Queues one serialized notification for the response stream; waits
     /// while the queue is full. `Closed` once the response is gone: the
     /// client closed it, and the request is cancelled (at once, so that the
@@ -207,6 +251,18 @@ impl Exchange {
             SendError::Closed
         })?;
         Ok(Seq(self.sent.fetch_add(1, Ordering::Relaxed) + 1))
+    }
+
+    /// Whether this request's log level withholds a `notifications/message`
+    /// of `level` ([`withholds`]).
+    pub(crate) fn withholds_log(&self, level: Option<&str>) -> bool {
+        withholds(self.log_level, level)
+    }
+
+    /// Whether this request's log level withholds `message`, one serialized
+    /// JSON-RPC message a handler sends raw ([`withholds_raw`]).
+    pub(crate) fn withholds_raw(&self, message: &[u8]) -> bool {
+        withholds_raw(self.log_level, message)
     }
 
     /// The key of the next one-at-a-time ask of `method`.
@@ -330,4 +386,43 @@ pub(crate) struct Running {
     pub(crate) response: oneshot::Receiver<Value>,
     /// Cancelling it cancels the request.
     pub(crate) cancel: CancellationToken,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_declared_level_withholds_every_log_message() {
+        for level in [None, Some("debug"), Some("emergency"), Some("loud")] {
+            assert!(withholds(None, level), "{level:?}");
+        }
+    }
+
+    #[test]
+    fn a_declared_level_lets_its_level_and_above_through() {
+        let min = Some(LogLevel::Warning);
+        assert!(withholds(min, Some("info")));
+        assert!(!withholds(min, Some("warning")));
+        assert!(!withholds(min, Some("error")));
+        assert!(withholds(min, Some("loud")), "not a level: cannot be shown to pass");
+        assert!(withholds(min, None));
+    }
+
+    #[test]
+    fn raw_messages_are_filtered_by_their_method_and_level() {
+        let info =
+            br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1}}"#;
+        let escaped = br#"{"params":{"data":"x","level":"err\u006fr"},"method":"notifications\/message","jsonrpc":"2.0"}"#;
+        let other = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"level":"info"}}"#;
+        let no_level = br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":1}}"#;
+        let not_json = b"not json";
+        let at = |min, m: &[u8]| withholds_raw(min, m);
+        assert!(at(None, info) && at(None, escaped) && at(None, no_level));
+        assert!(at(Some(LogLevel::Warning), info));
+        assert!(!at(Some(LogLevel::Warning), escaped), "escapes are the same method and level");
+        assert!(!at(Some(LogLevel::Debug), info));
+        assert!(at(Some(LogLevel::Debug), no_level));
+        assert!(!at(None, other) && !at(None, not_json), "only log messages are filtered");
+    }
 }
