@@ -44,6 +44,7 @@ mod reply;
 mod scripts;
 mod session;
 mod sync;
+mod task_events;
 mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -60,4 +61,5 @@ pub use model::{
 };
 pub use notify::{Announced, Notifier, Watch};
 pub use session::REPLAY_CHUNKS;
+pub use task_events::{TaskEventBatch, TaskEventBounds, TaskEventsMeta, TaskEventsRead};
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

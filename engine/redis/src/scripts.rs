@@ -114,6 +114,23 @@ if v ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1";
 
+/// A task event stream's scripts (`task_events.rs`): the append and the
+/// read, each with the shared trim.
+pub(crate) struct TaskEventScripts {
+    pub(crate) append: Script,
+    pub(crate) read: Script,
+}
+
+impl TaskEventScripts {
+    pub(crate) fn new() -> Self {
+        let lib = include_str!("lua/task_events_lib.lua");
+        TaskEventScripts {
+            append: Script::new(&format!("{lib}\n{}", include_str!("lua/task_events_append.lua"))),
+            read: Script::new(&format!("{lib}\n{}", include_str!("lua/task_events_read.lua"))),
+        }
+    }
+}
+
 /// The task records' scripts (`tasks.rs`).
 pub(crate) struct TaskScripts {
     pub(crate) reserve: Script,

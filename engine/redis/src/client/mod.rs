@@ -59,6 +59,7 @@ pub struct RedisStore {
     pub(crate) config: Arc<StoreConfig>,
     pub(crate) scripts: Arc<Scripts>,
     pub(crate) task_scripts: Arc<TaskScripts>,
+    pub(crate) task_event_scripts: Arc<crate::scripts::TaskEventScripts>,
     pub(crate) replicated: Arc<durable::Replicated>,
     pub(crate) stats: Arc<Stats>,
 }
@@ -145,6 +146,7 @@ impl RedisStore {
             config: Arc::new(config),
             scripts: Arc::new(Scripts::new()),
             task_scripts: Arc::new(TaskScripts::new()),
+            task_event_scripts: Arc::new(crate::scripts::TaskEventScripts::new()),
             replicated: Arc::default(),
             stats: Arc::default(),
         };
