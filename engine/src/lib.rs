@@ -125,7 +125,7 @@ mod sync;
 pub mod task;
 
 pub use gapless_wire as wire;
-pub use gapless_wire::{client, event_id, ErrorKind, EventId, Namespace, Seq, StreamId};
+pub use gapless_wire::{client, event_id, task_stream, ErrorKind, EventId, Namespace, Seq, StreamId};
 
 pub use ring::{
     ring, Coverage, Event, Lagged, Missing, Next, Producer, Reader, RingConfig, Snapshot, SnapshotError,

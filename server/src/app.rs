@@ -148,21 +148,21 @@ pub(crate) fn build(
         max_tasks: c.max_tasks,
         max_per_client: c.max_tasks_per_client,
         max_result_bytes: c.max_task_result_bytes,
-        // Task event streams live in this process: not served in cluster
-        // mode yet (`docs/SPEC.md` §5.6).
-        events: match backend.node() {
-            Some(_) => None,
-            None => Some((task_events(c)?, c.max_task_event_bytes)),
-        },
+        // In this process, or in a cluster beside the task records
+        // (`docs/SPEC.md` §5.6).
+        events: Some((task_events(c)?, c.max_task_event_bytes)),
     };
     let metrics = Arc::new(Metrics::new());
     // Tasks live where sessions do: in Redis in cluster mode.
+    let task_store = backend.task_store();
+    let cluster_events = limits.events.and_then(|(config, _)| backend.task_events(&task_store, config));
     let tasks = Arc::new(Tasks::new(
-        backend.task_store(),
+        task_store,
         limits,
         backend.node(),
         Arc::clone(&metrics),
         Arc::clone(&hub),
+        cluster_events,
     ));
     let config = Arc::new(config);
     let (shutdown, changes) = (CancellationToken::new(), Announcer::new());

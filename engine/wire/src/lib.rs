@@ -7,10 +7,14 @@
 //!   (`docs/SPEC.md` §4.1);
 //! * [`ErrorKind`], every refusal kind of the contract with its HTTP status
 //!   and JSON name, spelled once;
-//! * [`client`], the sans-IO client guard (`docs/SPEC.md` §6).
+//! * [`client`], the sans-IO client guard (`docs/SPEC.md` §6);
+//! * [`task_stream`], the sans-IO guard of one task's event stream
+//!   (`tasks/stream`, `docs/SPEC.md` §5.6): the processed cursor, the
+//!   `after` to resume with, holes, repeats and `events_gone` losses.
 //!
 //! The engine (`gapless`) re-exports all of it: `gapless::client`,
-//! `gapless::event_id` and `gapless::ErrorKind` are these items.
+//! `gapless::task_stream`, `gapless::event_id` and `gapless::ErrorKind`
+//! are these items.
 //!
 //! ```
 //! use gapless_wire::{event_id::EventId, ErrorKind, Seq};
@@ -26,6 +30,7 @@ pub mod client;
 mod error;
 pub mod event_id;
 mod ids;
+pub mod task_stream;
 
 pub use error::ErrorKind;
 pub use event_id::{encode_seq, EventId, Namespace, ENCODED_MAX, SEQ_MAX_LEN};

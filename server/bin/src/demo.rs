@@ -67,8 +67,8 @@ fn tools() -> Value {
         ),
         tool(
             "task_events",
-            "A task only (else -32021) that emits `count` events (at most 100 000) of type dev.gapless.demo.step, `interval_ms` apart (at most 10 000), on its event stream (tasks/stream), then completes.",
-            json!({"count": {"type": "integer"}, "interval_ms": {"type": "integer"}}),
+            "A task only (else -32021) that emits `count` events (at most 100 000) of type dev.gapless.demo.tick with payload {\"i\": <its seq>, \"pad\": <payload_bytes (at most 65 000) of x>}, `interval_ms` apart (at most 10 000), on its event stream (tasks/stream), then completes with the text \"emitted <count>\".",
+            json!({"count": {"type": "integer"}, "interval_ms": {"type": "integer"}, "payload_bytes": {"type": "integer"}}),
             &["count"],
         ),
         tool("failing_job", "A task only (else -32021) whose tool reports an error after about a second.", json!({}), &[]),
@@ -446,18 +446,24 @@ async fn call_tool(name: &str, args: Value, ctx: RequestContext) -> Result<Value
             Ok(text(format!("computed {label} in {seconds} s")))
         }
         "task_events" => {
-            let count = args["count"].as_u64().unwrap_or(0).min(100_000);
-            let interval = Duration::from_millis(args["interval_ms"].as_u64().unwrap_or(0).min(10_000));
+            let count = u64_arg(&args, "count", None, 100_000)?;
+            let interval = Duration::from_millis(u64_arg(&args, "interval_ms", Some(0), 10_000)?);
+            let pad = "x".repeat(u64_arg(&args, "payload_bytes", Some(0), 65_000)? as usize);
             ctx.create_task(TaskOptions::default()).await?;
-            for n in 0..count {
-                if !interval.is_zero() && n > 0 {
+            let failed = |why: String| RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, why);
+            for i in 0..count {
+                if !interval.is_zero() && i > 0 {
                     tokio::time::sleep(interval).await;
                 }
-                ctx.emit_task_event("dev.gapless.demo.step", json!({"n": n})).map_err(|e| {
-                    RpcError::new(gapless_server::jsonrpc::code::INTERNAL_ERROR, e.to_string())
-                })?;
+                // The task's only emitter: each event's seq is its index.
+                let seq = ctx
+                    .emit_task_event("dev.gapless.demo.tick", json!({"i": i, "pad": pad}))
+                    .map_err(|e| failed(e.to_string()))?;
+                if seq != i {
+                    return Err(failed(format!("event {i} got seq {seq}")));
+                }
             }
-            Ok(text(format!("emitted {count} task events")))
+            Ok(text(format!("emitted {count}")))
         }
         "failing_job" => {
             ctx.create_task(TaskOptions::default()).await?;

@@ -1420,6 +1420,12 @@ async fn a_legacy_response_over_the_budget_is_an_explicit_error() {
 
 /// A 2026-07-28 request of the tasks extension to node `url`.
 async fn task_call(url: &str, method: &str, params: Value) -> Value {
+    task_request(url, method, params).await.json().await.unwrap()
+}
+
+/// A 2026-07-28 request of the tasks extension to node `url`, answered as
+/// JSON or SSE.
+async fn task_request(url: &str, method: &str, params: Value) -> reqwest::Response {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -1427,7 +1433,7 @@ async fn task_call(url: &str, method: &str, params: Value) -> Value {
     });
     let name =
         params.get("name").or(params.get("taskId")).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let r = http()
+    http()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", common::ACCEPT_BOTH)
@@ -1437,8 +1443,7 @@ async fn task_call(url: &str, method: &str, params: Value) -> Value {
         .body(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string())
         .send()
         .await
-        .unwrap();
-    r.json().await.unwrap()
+        .unwrap()
 }
 
 /// Polls `tasks/get` on `url` until `done` holds of the task (or `within`
@@ -1535,4 +1540,215 @@ async fn a_task_of_a_killed_node_is_failed_once_its_lease_expires() {
     // And it stays failed, on any node.
     let again = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(again["result"]["status"], "failed", "{again}");
+}
+
+/// "ended" for the empty result of a `tasks/stream` that ended normally,
+/// else the response (or its absence) as text.
+fn ended(response: Option<Value>) -> String {
+    match response {
+        Some(r) if r["result"]["resultType"] == "complete" => {
+            let mut fields: Vec<&String> = r["result"].as_object().unwrap().keys().collect();
+            fields.sort_unstable();
+            if fields == ["_meta", "resultType"] {
+                "ended".into()
+            } else {
+                r.to_string()
+            }
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+/// What one `tasks/stream` gave: the events' seqs (each checked to be its
+/// task's, with the demo's payload), then its response (`None`: cut after
+/// `limit` events, or the stream ended without one).
+async fn task_stream(url: &str, params: Value, limit: usize) -> (Vec<u64>, Option<Value>) {
+    let task = params["taskId"].clone();
+    let r = task_request(url, "tasks/stream", params).await;
+    if common::header(r.headers(), "content-type").as_deref() == Some("application/json") {
+        return (vec![], Some(r.json().await.unwrap()));
+    }
+    let mut sse = SseReader::new(r);
+    let mut seqs = vec![];
+    while seqs.len() < limit {
+        let Some(e) = sse.next().await else { return (seqs, None) };
+        let m = e.json().unwrap();
+        if m["method"] != "notifications/tasks/event" {
+            return (seqs, Some(m));
+        }
+        assert_eq!(m["params"]["taskId"], task, "{m}");
+        assert_eq!(m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], task, "{m}");
+        seqs.push(m["params"]["seq"].as_u64().unwrap());
+    }
+    (seqs, None)
+}
+
+/// A task's event stream across nodes (`docs/SPEC.md` §5.6, §8.9): the
+/// task runs on a, its stream opens on b, is cut, and resumes through
+/// HAProxy (round robin over a, b and c) with a cut every 25 events: every
+/// seq exactly once, in order, then the empty result. Afterwards a late
+/// joiner gets what the bound keeps (the newest 64), and a cursor before
+/// that is `events_gone` with the exact earliest seq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stream_follows_its_task_across_nodes_and_resumes_anywhere() {
+    let redis = RedisServer::start(&[]);
+    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &["--task-events-max", "64"])).collect();
+    let addrs: Vec<std::net::SocketAddr> = nodes
+        .iter()
+        .map(|n| n.url.trim_start_matches("http://").trim_end_matches("/mcp").parse().unwrap())
+        .collect();
+    let lb = common::haproxy::Haproxy::start(&addrs);
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let created = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "task_events", "arguments": {"count": 200, "interval_ms": 3}}),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().expect("a task").to_owned();
+    let (mut seen, end) = task_stream(&b.url, json!({"taskId": id}), 25).await;
+    assert!(end.is_none());
+    let mut end = None;
+    while end.is_none() {
+        let after = *seen.last().expect("events");
+        let (more, e) = task_stream(&lb.url(), json!({"taskId": id, "after": after}), 25).await;
+        seen.extend(more);
+        end = e;
+    }
+    assert_eq!(seen, (0..200).collect::<Vec<_>>(), "every seq once, in order");
+    assert_eq!(ended(end), "ended", "the empty result: the task ended");
+    let done = task_call(&nodes[2].url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    // The bound (64) kept 136..200.
+    let (late, end) = task_stream(&nodes[2].url, json!({"taskId": id}), usize::MAX).await;
+    assert_eq!((late, ended(end).as_str()), ((136..200).collect::<Vec<_>>(), "ended"));
+    let (none, gone) = task_stream(&b.url, json!({"taskId": id, "after": 134}), usize::MAX).await;
+    assert!(none.is_empty());
+    let gone = gone.unwrap();
+    assert_eq!(gone["error"]["code"], -32010, "{gone}");
+    assert_eq!(gone["error"]["data"], json!({"reason": "events_gone", "taskId": id, "earliestSeq": 136}));
+    let (rest, end) = task_stream(&lb.url(), json!({"taskId": id, "after": 135}), usize::MAX).await;
+    assert_eq!((rest, ended(end).as_str()), ((136..200).collect::<Vec<_>>(), "ended"));
+    let (none, end) = task_stream(&lb.url(), json!({"taskId": id, "after": 199}), usize::MAX).await;
+    assert_eq!((none, ended(end).as_str()), (vec![], "ended"), "nothing after the last");
+    let (_, ahead) = task_stream(&lb.url(), json!({"taskId": id, "after": 200}), usize::MAX).await;
+    assert_eq!(ahead.unwrap()["error"]["code"], -32602, "a cursor past the last event");
+}
+
+/// `kill -9` of the node running a task while another node streams its
+/// events: the stream goes on to what the dead node's writes made safe,
+/// then ends with the empty result within a few seconds (the lease), never
+/// hangs; the task is `failed`; its events stay readable on any node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stream_of_a_killed_node_ends_and_its_events_stay() {
+    let redis = RedisServer::start(&[]);
+    let mut a = Node::start(&redis.url(), &[]);
+    let (b, c) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let created = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "task_events", "arguments": {"count": 5000, "interval_ms": 5}}),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().expect("a task").to_owned();
+    let (first, _) = task_stream(&b.url, json!({"taskId": id}), 20).await;
+    assert_eq!(first, (0..20).collect::<Vec<_>>());
+    let follower = {
+        let (url, id) = (b.url.clone(), id.clone());
+        tokio::spawn(async move { task_stream(&url, json!({"taskId": id, "after": 19}), usize::MAX).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    let (rest, end) = tokio::time::timeout(Duration::from_secs(15), follower)
+        .await
+        .expect("the stream ended, it did not hang")
+        .unwrap();
+    let took = killed.elapsed();
+    assert_eq!(ended(end), "ended", "the stream ends normally");
+    assert!(took < Duration::from_secs(8), "ended {took:?} after the kill");
+    let last = *rest.last().expect("events after 19 before the kill");
+    assert_eq!(rest, (20..=last).collect::<Vec<_>>(), "no hole");
+    let status = task_call(&c.url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(
+        (&status["result"]["status"], &status["result"]["error"]["code"]),
+        (&json!("failed"), &json!(-32090))
+    );
+    // Its events stay: all of them again on c, then the end.
+    let (all, end) = task_stream(&c.url, json!({"taskId": id}), usize::MAX).await;
+    assert_eq!((all, ended(end).as_str()), ((0..=last).collect::<Vec<_>>(), "ended"));
+}
+
+/// What a `tasks/stream` reader is served is on a replica (`docs/SPEC.md`
+/// §8.9): the replica's link is cut while the task's node goes on
+/// emitting (the primary takes the events, no replica has them); the
+/// follower on another node gets none of them. Then the task's node and
+/// the primary die and the replica is promoted: the follower's stream ends
+/// (the task failed) with nothing after what it was served missing from
+/// the store, so a resume at its cursor on a third node is the end, not a
+/// cursor ahead of the stream. Serving events a failover can lose fails
+/// this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_stream_serves_only_what_a_failover_keeps() {
+    let mut primary = RedisServer::start(&[]);
+    let link = Switch::start(primary.port).await;
+    let replica_of = link.port.to_string();
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &replica_of]);
+    let switch = Switch::start(primary.port).await;
+    let mut a = Node::start(&switch.url(), &[]);
+    let (b, c) = (Node::start(&switch.url(), &[]), Node::start(&switch.url(), &[]));
+    until_caught_up(primary.port, replica.port).await;
+    let created = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "task_events", "arguments": {"count": 100000, "interval_ms": 5}}),
+    )
+    .await;
+    let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("a task: {created}")).to_owned();
+    let follower = {
+        let (url, id) = (b.url.clone(), id.clone());
+        tokio::spawn(async move {
+            // Across the failover: an error ends a stream, and the client
+            // resumes at its cursor.
+            let mut seen: Vec<u64> = vec![];
+            loop {
+                let params = match seen.last() {
+                    Some(l) => json!({"taskId": id, "after": l}),
+                    None => json!({"taskId": id}),
+                };
+                let (more, end) = task_stream(&url, params, usize::MAX).await;
+                seen.extend(more);
+                match end {
+                    Some(e) if e.get("error").is_none() => return (seen, e),
+                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    until_caught_up(primary.port, replica.port).await;
+    // The replica lags from here on; the task's node goes on emitting.
+    link.switch_to(free_port());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    primary.kill();
+    gapless_redis::testing::command(replica.port, &["REPLICAOF", "NO", "ONE"]).await;
+    switch.switch_to(replica.port);
+    let (seen, end) =
+        tokio::time::timeout(Duration::from_secs(30), follower).await.expect("the stream ended").unwrap();
+    assert_eq!(ended(Some(end)), "ended");
+    let last = *seen.last().expect("events before the cut");
+    assert_eq!(seen, (0..=last).collect::<Vec<_>>(), "no hole, no duplicate");
+    let status = task_call(&c.url, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(status["result"]["status"], "failed", "{status}");
+    let (none, end) = task_stream(&c.url, json!({"taskId": id, "after": last}), usize::MAX).await;
+    assert_eq!((none, ended(end).as_str()), (vec![], "ended"), "the follower's cursor is in the store");
+    // A late joiner gets the events a replica had acknowledged when the
+    // primary died: the follower's, or fewer if the last raise of the
+    // served bound itself was not on the replica yet.
+    let (all, end) = task_stream(&c.url, json!({"taskId": id}), usize::MAX).await;
+    assert_eq!(ended(end), "ended");
+    assert!(!all.is_empty() && all == seen[..all.len()], "{} of the follower's {}", all.len(), seen.len());
 }

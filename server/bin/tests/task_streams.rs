@@ -4,11 +4,13 @@
 //! result when the task ends; `events_gone` exactly when an event after
 //! the cursor is no longer kept; the params, the authorization of
 //! `tasks/get`, one stream per client and task, a cancelled stream that
-//! leaves its task alone, and the host API's refusals.
+//! leaves its task alone, a drop at every position resumed through the
+//! client guard (`gapless::task_stream`), and the host API's refusals.
 
 mod common;
 use common::*;
 use futures_util::future::BoxFuture;
+use gapless::task_stream::{TaskStreamGuard, Verdict};
 use gapless_server::host::{Host, RequestContext};
 use gapless_server::tasks::{TaskEventError, TaskOptions, EVENT_METHOD, EXTENSION, RELATED_TASK};
 use gapless_server::{McpServer, RpcError, ServerConfig};
@@ -146,18 +148,20 @@ async fn a_stream_follows_a_task_live_then_replays_after_a_cursor() {
         json!({}),
         "{discovered}"
     );
-    let task = c.task("task_events", json!({"count": 50, "interval_ms": 5})).await;
+    let task = c.task("task_events", json!({"count": 50, "interval_ms": 5, "payload_bytes": 10})).await;
     let live = c.stream(json!({"taskId": task})).await;
     assert_eq!(live.seqs(), (0..50).collect::<Vec<_>>(), "every event once, in order");
     for e in &live.events {
         let p = &e["params"];
         assert_eq!(p["taskId"], task.as_str());
-        assert_eq!(p["type"], "dev.gapless.demo.step");
-        assert_eq!(p["payload"], json!({"n": p["seq"]}));
+        assert_eq!(p["type"], "dev.gapless.demo.tick");
+        assert_eq!(p["payload"], json!({"i": p["seq"], "pad": "xxxxxxxxxx"}));
         assert_eq!(p["_meta"][RELATED_TASK], json!({"taskId": task}), "{e}");
     }
     assert_ended(&live);
     assert_eq!(c.status(&task).await, "completed", "the end came with the terminal status");
+    let done = c.call("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "emitted 50", "{done}");
     let tail = c.stream(json!({"taskId": task, "after": 44})).await;
     assert_eq!(tail.seqs(), [45, 46, 47, 48, 49]);
     assert_ended(&tail);
@@ -183,6 +187,71 @@ async fn a_cut_stream_resumes_after_its_cursor() {
     let rest = c.stream(json!({"taskId": task, "after": 29})).await;
     assert_eq!(rest.seqs(), (30..200).collect::<Vec<_>>());
     assert_ended(&rest);
+}
+
+/// Follows `task` through `guard` (`gapless::task_stream`, the client's
+/// side) until a stream ends with the empty result: stream `i` (from 0) is
+/// opened with the guard's `after` and dropped after `cut(i)` events.
+/// Returns the seqs processed, in order, and how many streams it took.
+async fn follow(
+    c: &Client<'_>,
+    guard: &mut TaskStreamGuard,
+    cut: impl Fn(usize) -> usize,
+) -> (Vec<u64>, usize) {
+    let mut processed = vec![];
+    for i in 0.. {
+        let mut params = json!({"taskId": guard.task_id()});
+        if let Some(after) = guard.new_stream() {
+            params["after"] = json!(after);
+        }
+        let (got, _dropped) = Client::read(c.open(params).await, cut(i)).await;
+        for e in &got.events {
+            let p = &e["params"];
+            let seq = p["seq"].as_u64().unwrap();
+            match guard.on_event(p["taskId"].as_str().unwrap(), seq) {
+                Ok(Verdict::Process(ticket)) => {
+                    assert_eq!(p["payload"]["i"], seq, "processing seq {seq}");
+                    processed.push(seq);
+                    guard.processed(ticket).unwrap();
+                }
+                Ok(Verdict::Duplicate(_)) => {}
+                Err(e) => panic!("stream {i} after {:?}: {e}", guard.after()),
+            }
+        }
+        if got.response.is_some() {
+            assert_ended(&got);
+            guard.on_end().unwrap();
+            return (processed, i + 1);
+        }
+        // Else `_dropped` (the connection) is dropped here: the cut.
+    }
+    unreachable!()
+}
+
+/// A drop at every position of a 200-event stream, resumed with `after`
+/// (issue 33): a live task followed with a cut after every event (200
+/// reconnections), then, on the completed task, for every k in 0..=200: k
+/// events, a drop, a resume. Each time every seq comes exactly once, in
+/// order (the client's guard refuses a hole, a repeat or a step back), and
+/// the stream ends with the empty result.
+#[tokio::test]
+async fn a_drop_at_every_position_of_a_200_event_stream_resumes_exactly() {
+    let s = start(ServerConfig::default()).await;
+    let c = Client::new(&s);
+    let all: Vec<u64> = (0..200).collect();
+    let task = c.task("task_events", json!({"count": 200, "interval_ms": 1})).await;
+    let mut live = TaskStreamGuard::new(task.as_str());
+    let (seqs, streams) = follow(&c, &mut live, |_| 1).await;
+    assert_eq!(seqs, all, "live, one event per connection");
+    assert_eq!(streams, 201, "200 cuts, then the end at once");
+    assert_eq!((live.after(), live.lost()), (Some(199), 0));
+    assert_eq!(c.status(&task).await, "completed");
+    for k in 0..=200 {
+        let mut guard = TaskStreamGuard::new(task.as_str());
+        let (seqs, streams) = follow(&c, &mut guard, |i| if i == 0 { k } else { usize::MAX }).await;
+        assert_eq!(seqs, all, "dropped after {k} events");
+        assert_eq!(streams, 2, "dropped after {k} events");
+    }
 }
 
 /// With 8 events kept of 20: a cursor whose next event is gone is

@@ -154,6 +154,22 @@ impl Backend {
         }
     }
 
+    /// Where task event streams live in a cluster, beside the task records
+    /// (`records`), each bounded by `config` (`None` in process: each task's
+    /// stream is a ring of this process).
+    pub(crate) fn task_events(
+        &self,
+        records: &Arc<dyn task_store::TaskStore>,
+        config: gapless::task::TaskEventsConfig,
+    ) -> Option<Arc<task_store::RedisEvents>> {
+        match self {
+            Backend::Local => None,
+            Backend::Cluster(c) => {
+                Some(Arc::new(task_store::RedisEvents::new(c.store.clone(), Arc::clone(records), config)))
+            }
+        }
+    }
+
     /// What the cluster's store requests did (`None` in process).
     pub(crate) fn store_figures(&self) -> Option<StoreFigures> {
         match self {

@@ -51,9 +51,10 @@ pub(super) fn task_stream(p: &Protocol, call: StreamCall, permit: Permit) -> Run
             let event = tokio::select! {
                 biased;
                 e = events.recv() => match e {
-                    Some(Ok(e)) => notification(&opened.task, e.seq, &e.payload),
-                    // Dropped before it was read: explicit, never skipped.
-                    Some(Err(e)) => return answer(Err(tasks::refusal(&opened.task, e))),
+                    Some(Ok((seq, body))) => notification(&opened.task, seq, &body),
+                    // Dropped before it was read: explicit, never skipped
+                    // (or the cluster's store did not answer).
+                    Some(Err(e)) => return answer(Err(e)),
                     None => return answer(Ok(json!({}))),
                 },
                 _ = tx.closed() => return, // the client closed it: the task goes on

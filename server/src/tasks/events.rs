@@ -1,9 +1,11 @@
 //! Task event streams (SEP-2694, draft; `docs/SPEC.md` §5.6): each task's
 //! events, emitted by its work, kept in the engine's ring for tasks
-//! ([`gapless::task::TaskEvents`]) until the task's record expires, and
-//! served to `tasks/stream`.
+//! ([`gapless::task::TaskEvents`]) until the task's record expires, or in
+//! cluster mode in Redis beside the record (`backend/task_store/events.rs`),
+//! and served to `tasks/stream`.
 
 use super::now_ms;
+use crate::backend::task_store::{Follow, FollowError, RedisEvents};
 use crate::vocab::jsonrpc::{code, RpcError};
 use crate::vocab::sync::lock;
 use bytes::Bytes;
@@ -58,7 +60,7 @@ pub enum TaskEventError {
     },
     /// The task is terminal or gone: its stream has ended.
     Ended,
-    /// Task event streams are not served here (cluster mode, for now).
+    /// Task event streams are not served by this server.
     Unsupported,
 }
 
@@ -72,9 +74,7 @@ impl std::fmt::Display for TaskEventError {
                 write!(f, "a task event's payload of {len} bytes is larger than the {max} bytes allowed")
             }
             TaskEventError::Ended => f.write_str("the task's event stream has ended"),
-            TaskEventError::Unsupported => {
-                f.write_str("task event streams are not served in cluster mode yet")
-            }
+            TaskEventError::Unsupported => f.write_str("task event streams are not served by this server"),
         }
     }
 }
@@ -142,17 +142,32 @@ type Kept = (Arc<TaskEvents>, Option<u64>);
 /// The open `tasks/stream`s: (connection, task).
 type ActiveSet = Arc<Mutex<HashSet<(SocketAddr, String)>>>;
 
-/// The event streams of this process's tasks.
+/// The event streams of this process's tasks, or of the cluster's.
 #[derive(Debug)]
 pub(crate) struct EventStreams {
+    max_event_bytes: usize,
+    /// The `tasks/stream` requests open now: (connection, task).
+    active: ActiveSet,
+    kind: Kind,
+}
+
+/// Where the streams live.
+#[derive(Debug)]
+enum Kind {
+    /// In this process: one ring per task.
+    Local(LocalStreams),
+    /// In Redis, beside the task records (`backend/task_store/events.rs`).
+    Cluster(Arc<RedisEvents>),
+}
+
+/// The event streams of this process's tasks.
+#[derive(Debug)]
+struct LocalStreams {
     /// Whose memory budget counts the streams (`None`: none, in tests).
     hub: Option<Arc<gapless::Hub>>,
     config: TaskEventsConfig,
-    max_event_bytes: usize,
     /// Task id → its stream and when its record expires (Unix ms).
     streams: Mutex<HashMap<String, Kept>>,
-    /// The `tasks/stream` requests open now: (connection, task).
-    active: ActiveSet,
     swept_at: AtomicU64,
 }
 
@@ -169,57 +184,182 @@ impl Drop for Active {
     }
 }
 
+/// A task's events after a cursor, then live, to the end of its stream.
+pub(crate) struct Subscription {
+    task: String,
+    inner: Inner,
+}
+
+enum Inner {
+    Local(TaskSubscription),
+    Cluster(Follow),
+}
+
+impl Subscription {
+    /// The next event (seq, kept body), waiting for it; `None` once the
+    /// stream ended; an error to answer the request with when an event
+    /// after the cursor was dropped before it was read (`events_gone`), or
+    /// the cluster's store did not answer.
+    pub(crate) async fn recv(&mut self) -> Option<Result<(u64, Bytes), RpcError>> {
+        match &mut self.inner {
+            Inner::Local(s) => Some(match s.recv().await? {
+                Ok(e) => Ok((e.seq, e.payload)),
+                Err(e) => Err(refusal(&self.task, e)),
+            }),
+            Inner::Cluster(f) => Some(f.recv().await?.map_err(|e| follow_error(&self.task, e))),
+        }
+    }
+}
+
+fn follow_error(task: &str, e: FollowError) -> RpcError {
+    match e {
+        FollowError::Refused(e) => refusal(task, e),
+        FollowError::Store(why) => {
+            RpcError::new(code::INTERNAL_ERROR, format!("the task event store is unavailable: {why}"))
+        }
+    }
+}
+
 impl EventStreams {
+    /// The streams of this process, counted in `hub`'s memory budget.
     pub(crate) fn new(
         hub: Option<Arc<gapless::Hub>>,
         config: TaskEventsConfig,
         max_event_bytes: usize,
     ) -> Self {
-        EventStreams {
-            hub,
-            config,
-            max_event_bytes,
-            streams: Mutex::default(),
-            active: Arc::default(),
-            swept_at: AtomicU64::new(0),
-        }
+        let local = LocalStreams { hub, config, streams: Mutex::default(), swept_at: AtomicU64::new(0) };
+        EventStreams { max_event_bytes, active: Arc::default(), kind: Kind::Local(local) }
+    }
+
+    /// The streams of a cluster, in Redis beside the task records.
+    pub(crate) fn cluster(redis: Arc<RedisEvents>, max_event_bytes: usize) -> Self {
+        EventStreams { max_event_bytes, active: Arc::default(), kind: Kind::Cluster(redis) }
     }
 
     /// Opens task `id`'s stream (its record expires at `expires_at_ms`),
-    /// charged to the hub's memory budget: refused, saying why, when there
-    /// is no room for it even after a reclaim.
+    /// charged to the hub's memory budget in process: refused, saying why,
+    /// when there is no room for it even after a reclaim. In a cluster it
+    /// starts the stream's writer here, where the task runs.
     pub(crate) fn open(&self, id: &str, expires_at_ms: Option<u64>) -> Result<(), String> {
-        self.sweep();
-        let events = match &self.hub {
-            Some(hub) => TaskEvents::in_hub(hub, self.config)
+        let l = match &self.kind {
+            Kind::Local(l) => l,
+            Kind::Cluster(c) => {
+                c.open(id, expires_at_ms);
+                return Ok(());
+            }
+        };
+        l.sweep();
+        let events = match &l.hub {
+            Some(hub) => TaskEvents::in_hub(hub, l.config)
                 .map_err(|e| format!("no room for the task's event stream: {e}"))?,
             // The configuration was checked when the server was built.
-            None => TaskEvents::new(self.config).map_err(|e| e.to_string())?,
+            None => TaskEvents::new(l.config).map_err(|e| e.to_string())?,
         };
-        lock(&self.streams).insert(id.to_owned(), (Arc::new(events), expires_at_ms));
+        lock(&l.streams).insert(id.to_owned(), (Arc::new(events), expires_at_ms));
         Ok(())
     }
 
     /// Drops task `id`'s stream (its record was never stored).
     pub(crate) fn forget(&self, id: &str) {
-        lock(&self.streams).remove(id);
-    }
-
-    /// Task `id`'s stream, if its record has not expired.
-    pub(crate) fn get(&self, id: &str) -> Option<Arc<TaskEvents>> {
-        self.sweep();
-        let now = now_ms();
-        lock(&self.streams).get(id).filter(|(_, exp)| exp.is_none_or(|e| e > now)).map(|(s, _)| Arc::clone(s))
+        match &self.kind {
+            Kind::Local(l) => drop(lock(&l.streams).remove(id)),
+            Kind::Cluster(c) => c.forget(id),
+        }
     }
 
     /// Ends task `id`'s stream (the task is terminal, or its work here is
     /// over): open `tasks/stream`s end after its last event.
     pub(crate) fn end(&self, id: &str) {
-        // Out of the map's lock: an end may reclaim in the memory budget.
-        let stream = lock(&self.streams).get(id).map(|(s, _)| Arc::clone(s));
-        if let Some(s) = stream {
-            s.end();
+        match &self.kind {
+            Kind::Local(l) => {
+                // Out of the map's lock: an end may reclaim in the memory
+                // budget.
+                let stream = lock(&l.streams).get(id).map(|(s, _)| Arc::clone(s));
+                if let Some(s) = stream {
+                    s.end();
+                }
+            }
+            Kind::Cluster(c) => c.end(id),
         }
+    }
+
+    /// Emits an event of type `kind` with `payload` on task `id`'s stream.
+    pub(crate) fn emit(&self, id: &str, kind: &str, payload: &Value) -> Result<u64, TaskEventError> {
+        check_type(kind)?;
+        if !payload.is_object() {
+            return Err(TaskEventError::NotAnObject);
+        }
+        let payload = payload.to_string();
+        if payload.len() > self.max_event_bytes {
+            return Err(TaskEventError::TooLarge { len: payload.len(), max: self.max_event_bytes });
+        }
+        let kind = Value::String(kind.to_owned()).to_string();
+        let mut body = Vec::with_capacity(kind.len() + payload.len() + 20);
+        body.extend_from_slice(br#""type":"#);
+        body.extend_from_slice(kind.as_bytes());
+        body.extend_from_slice(br#","payload":"#);
+        body.extend_from_slice(payload.as_bytes());
+        match &self.kind {
+            Kind::Local(l) => {
+                let stream = l.get(id).ok_or(TaskEventError::Ended)?;
+                stream.emit(Bytes::from(body), Instant::now()).map_err(|e| match e {
+                    EmitError::TooLarge { len, max } => TaskEventError::TooLarge { len, max },
+                    EmitError::Ended | EmitError::Exhausted => TaskEventError::Ended,
+                })
+            }
+            Kind::Cluster(c) => c.emit(id, Bytes::from(body)).ok_or(TaskEventError::Ended),
+        }
+    }
+
+    /// Claims the one `tasks/stream` `connection` may have open for task
+    /// `id`; `None` if it has one.
+    pub(crate) fn claim(&self, connection: SocketAddr, id: &str) -> Option<Active> {
+        let key = (connection, id.to_owned());
+        lock(&self.active).insert(key.clone()).then(|| Active { active: Arc::clone(&self.active), key })
+    }
+
+    /// Opens task `id`'s stream after `after` for a `tasks/stream`;
+    /// `None`: it has none here and never will (its stream is gone).
+    pub(crate) async fn subscribe(
+        &self,
+        id: &str,
+        after: Option<u64>,
+    ) -> Result<Option<Subscription>, RpcError> {
+        let inner = match &self.kind {
+            Kind::Local(l) => match l.get(id) {
+                Some(s) => Inner::Local(s.subscribe(after, Instant::now()).map_err(|e| refusal(id, e))?),
+                None => return Ok(None),
+            },
+            Kind::Cluster(c) => Inner::Cluster(c.follow(id, after).await.map_err(|e| follow_error(id, e))?),
+        };
+        Ok(Some(Subscription { task: id.to_owned(), inner }))
+    }
+
+    /// Bytes the kept streams hold in this process (in a cluster: what
+    /// waits to be written).
+    pub(crate) fn footprint(&self) -> usize {
+        match &self.kind {
+            Kind::Local(l) => lock(&l.streams).values().map(|(s, _)| s.footprint()).sum(),
+            Kind::Cluster(c) => c.footprint(),
+        }
+    }
+
+    /// Task `id`'s stream in process, if its record has not expired.
+    #[cfg(test)]
+    fn get(&self, id: &str) -> Option<Arc<TaskEvents>> {
+        match &self.kind {
+            Kind::Local(l) => l.get(id),
+            Kind::Cluster(_) => None,
+        }
+    }
+}
+
+impl LocalStreams {
+    /// Task `id`'s stream, if its record has not expired.
+    fn get(&self, id: &str) -> Option<Arc<TaskEvents>> {
+        self.sweep();
+        let now = now_ms();
+        lock(&self.streams).get(id).filter(|(_, exp)| exp.is_none_or(|e| e > now)).map(|(s, _)| Arc::clone(s))
     }
 
     /// Drops the streams of expired tasks (at most once a second): their
@@ -244,53 +384,6 @@ impl EventStreams {
         for s in gone {
             s.end();
         }
-    }
-
-    /// Emits an event of type `kind` with `payload` on task `id`'s stream.
-    pub(crate) fn emit(&self, id: &str, kind: &str, payload: &Value) -> Result<u64, TaskEventError> {
-        check_type(kind)?;
-        if !payload.is_object() {
-            return Err(TaskEventError::NotAnObject);
-        }
-        let payload = payload.to_string();
-        if payload.len() > self.max_event_bytes {
-            return Err(TaskEventError::TooLarge { len: payload.len(), max: self.max_event_bytes });
-        }
-        let stream = self.get(id).ok_or(TaskEventError::Ended)?;
-        let kind = Value::String(kind.to_owned()).to_string();
-        let mut body = Vec::with_capacity(kind.len() + payload.len() + 20);
-        body.extend_from_slice(br#""type":"#);
-        body.extend_from_slice(kind.as_bytes());
-        body.extend_from_slice(br#","payload":"#);
-        body.extend_from_slice(payload.as_bytes());
-        stream.emit(Bytes::from(body), Instant::now()).map_err(|e| match e {
-            EmitError::TooLarge { len, max } => TaskEventError::TooLarge { len, max },
-            EmitError::Ended | EmitError::Exhausted => TaskEventError::Ended,
-        })
-    }
-
-    /// Claims the one `tasks/stream` `connection` may have open for task
-    /// `id`; `None` if it has one.
-    pub(crate) fn claim(&self, connection: SocketAddr, id: &str) -> Option<Active> {
-        let key = (connection, id.to_owned());
-        lock(&self.active).insert(key.clone()).then(|| Active { active: Arc::clone(&self.active), key })
-    }
-
-    /// Opens task `id`'s stream after `after` for a `tasks/stream`.
-    pub(crate) fn subscribe(
-        &self,
-        id: &str,
-        after: Option<u64>,
-    ) -> Result<Option<TaskSubscription>, RpcError> {
-        match self.get(id) {
-            Some(s) => s.subscribe(after, Instant::now()).map(Some).map_err(|e| refusal(id, e)),
-            None => Ok(None),
-        }
-    }
-
-    /// Bytes the kept streams hold.
-    pub(crate) fn footprint(&self) -> usize {
-        lock(&self.streams).values().map(|(s, _)| s.footprint()).sum()
     }
 }
 

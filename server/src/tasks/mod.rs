@@ -27,7 +27,7 @@ mod stream;
 mod wire;
 
 pub use events::{check_type, TaskEventError, EVENT_METHOD, RELATED_TASK};
-pub(crate) use events::{notification, refusal, Active, EVENT_OVERHEAD};
+pub(crate) use events::{notification, Active, Subscription, EVENT_OVERHEAD};
 pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
@@ -125,7 +125,7 @@ pub(crate) struct Limits {
     pub(crate) max_per_client: usize,
     pub(crate) max_result_bytes: usize,
     /// What each task's event stream keeps, and the largest event; `None`:
-    /// event streams are not served (cluster mode, for now).
+    /// event streams are not served.
     pub(crate) events: Option<(gapless::task::TaskEventsConfig, usize)>,
 }
 
@@ -219,15 +219,20 @@ fn unavailable(e: StoreError) -> RpcError {
 
 impl Tasks {
     /// The tasks on `store`; their event streams (if `limits` serve them)
-    /// counted in `hub`'s memory budget.
+    /// counted in `hub`'s memory budget, or in a cluster those of `cluster`,
+    /// in Redis beside the records.
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
         limits: Limits,
         node: Option<String>,
         metrics: Arc<crate::telemetry::Metrics>,
         hub: Arc<gapless::Hub>,
+        cluster: Option<Arc<crate::backend::task_store::RedisEvents>>,
     ) -> Self {
-        let events = limits.events.map(|(config, max)| events::EventStreams::new(Some(hub), config, max));
+        let events = limits.events.map(|(config, max)| match cluster {
+            Some(c) => events::EventStreams::cluster(c, max),
+            None => events::EventStreams::new(Some(hub), config, max),
+        });
         Tasks { store, limits, node, running: Default::default(), metrics, events }
     }
 

@@ -6,7 +6,6 @@
 use super::{declares, not_found, now_ms, required, unavailable, visible, Active, Tasks};
 use crate::backend::task_store::Lookup;
 use crate::vocab::jsonrpc::RpcError;
-use gapless::task::TaskSubscription;
 use serde_json::Value;
 
 /// A `tasks/stream` that passed its checks.
@@ -15,7 +14,7 @@ pub(crate) struct Opened {
     pub(crate) task: String,
     /// Its events after the cursor, then live; `None`: it has none and
     /// never will here (its stream is gone): the request ends at once.
-    pub(crate) events: Option<TaskSubscription>,
+    pub(crate) events: Option<super::Subscription>,
     /// The one stream of this connection for this task (none when the
     /// connection is not known).
     pub(crate) _active: Option<Active>,
@@ -65,7 +64,7 @@ impl Tasks {
             })?),
             None => None,
         };
-        let events = streams.subscribe(id, after)?;
+        let events = streams.subscribe(id, after).await?;
         Ok(Opened { task: id.to_owned(), events, _active: active })
     }
 }

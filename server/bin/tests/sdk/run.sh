@@ -185,6 +185,52 @@ if [ ${#server_args[@]} -eq 0 ]; then
   say "after the 2026 clients: $(curl -s "${url%/mcp}/metrics" | grep -E '^gapless_(stateless_requests|sessions_created)_total' | tr '\n' ' ')"
 fi
 
+# Task event streams (tasks/stream, the draft SEP-2694): the Rust example follow_task
+# follows a task_events task through the client guard gapless::task_stream, drops its
+# own connection every 37 events and resumes with the guard's `after`; here it runs
+# through cut_proxy.py, which also resets every live connection every 0.25 s once the
+# task is followed. It exits 0 only if it processed every seq once, in order, and got
+# the empty result. Only on the demo host (its task_events tool).
+if [[ " ${server_args[*]} " != *" --host"* ]]; then
+  say "cargo build -p gapless-server-bin --example follow_task (debug)"
+  (cd "$root" && cargo build -q -p gapless-server-bin --example follow_task)
+  follow_task="${CARGO_TARGET_DIR:-$root/target}/debug/examples/follow_task"
+  run "Rust example follow_task (tasks/stream, the client guard): 600 events, own drops every 37, proxy resets every 0.25 s" \
+    python3 - "$url" 0.25 "$follow_task" --count 600 --interval-ms 3 --cut-every 37 <<'PY'
+import asyncio
+import sys
+from urllib.parse import urlsplit
+
+from cut_proxy import CutProxy
+
+
+async def main() -> int:
+    url, period, command = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+    up = urlsplit(url)
+    proxy = CutProxy([(up.hostname or "127.0.0.1", up.port or 80)])
+    await proxy.start()
+    via = f"http://127.0.0.1:{proxy.port}{up.path}"
+    client = await asyncio.create_subprocess_exec(command[0], via, *command[1:])
+    resets = 0
+    while client.returncode is None:
+        try:
+            await asyncio.wait_for(client.wait(), period)
+        except asyncio.TimeoutError:
+            # Only once the task is followed (a cut tools/call would leave no task id).
+            if any(r.rpc == "tasks/stream" for c in proxy.connections for r in c.requests):
+                resets += proxy.cut_all() > 0
+    await proxy.close()
+    print(f"[sdk] cut proxy: {resets} resets, {proxy.accepted} connections")
+    if client.returncode == 0 and resets == 0:
+        print("[sdk] FAIL: the proxy never reset a stream", file=sys.stderr)
+        return 1
+    return client.returncode if client.returncode >= 0 else 1
+
+
+sys.exit(asyncio.run(main()))
+PY
+fi
+
 if ! kill -0 "$server_pid" 2>/dev/null; then
   failed=$((failed + 1))
   echo "[sdk] FAIL: gapless-server died during the run" >&2
@@ -267,6 +313,12 @@ run "TypeScript SDK legacy SSEClientTransport, cluster of 3 behind HAProxy: tool
   node ts_legacy.mjs --url "$lb_url" --timeout-ms "$((VARIANT_TIMEOUT * 1000))"
 run "Python SDK legacy sse_client, cluster of 3 behind HAProxy: tools, a call, a cut" \
   .venv/bin/python py_legacy.py --url "$lb_url" --timeout "$VARIANT_TIMEOUT"
+# A task's event stream on the cluster (docs/SPEC.md §8.11): the task runs on one
+# node, each of the example's streams (a drop every 37 events) lands on the next.
+if [ -n "${follow_task:-}" ]; then
+  run "Rust example follow_task, cluster of 3 behind HAProxy: 300 events, a new connection every 37" \
+    "$follow_task" "$lb_url" --count 300 --interval-ms 3 --cut-every 37
+fi
 say "HAProxy's connections per node (name, total, status): $(haproxy_stat | tr '\n' ';')"
 if haproxy_stat | awk '$2 == 0 { bad = 1 } END { exit !(bad || NR != 3) }'; then
   failed=$((failed + 1))

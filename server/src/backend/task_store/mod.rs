@@ -14,9 +14,11 @@
 //! in count), so that a client polling late is told "expired", not
 //! "unknown".
 
+mod events;
 mod memory;
 mod redis;
 
+pub(crate) use events::{Follow, FollowError, RedisEvents};
 pub(crate) use memory::MemoryTasks;
 pub(crate) use redis::RedisTasks;
 

@@ -1,0 +1,419 @@
+//! Task event streams in cluster mode (SEP-2694, draft; `docs/SPEC.md`
+//! §5.6, §8.9): each task's events in Redis beside its record
+//! (`gapless_redis::RedisStore::task_events_append` and `_read`), so that a
+//! `tasks/stream` on any node replays and follows what the task's node
+//! emits.
+//!
+//! The node that runs a task is its stream's only writer ([`Writer`]): it
+//! numbers the events as they are emitted (the host's call does not wait
+//! for Redis) and a task of its own appends them in batches, each durably.
+//! Once a batch is on a replica, the next write raises the stream's
+//! `acked`, and readers serve events below `acked` only: an event a
+//! failover lost was never served. While Redis does not answer, the queue
+//! keeps what the task's bounds keep (the oldest go first, and the stream
+//! then starts after them: `events_gone` for a cursor before).
+//!
+//! A reader ([`Follow`]) reads after its cursor, then polls (10 ms, backing
+//! off to 200 ms while nothing comes). Its stream ends with the `ended`
+//! flag the writer sets after the last event, or when the task's record is
+//! terminal and its node is gone (its lease expired: the record says
+//! `failed`), or when the task or its stream expired.
+
+use crate::backend::task_store::{Lookup, TaskStore};
+use crate::vocab::sync::lock;
+use crate::vocab::time::now_ms;
+use bytes::Bytes;
+use gapless::task::{OpenError, TaskEventsConfig};
+use gapless_redis::{RedisStore, TaskEventBatch, TaskEventBounds, TaskEventsRead};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Most events one append writes.
+const MAX_BATCH: usize = 256;
+
+/// How many events one read of a follower asks for.
+const READ_COUNT: usize = 256;
+
+/// A follower's first wait when nothing came, doubled up to
+/// [`MAX_IDLE_POLL`].
+const MIN_IDLE_POLL: Duration = Duration::from_millis(10);
+
+/// A follower's longest wait between reads.
+const MAX_IDLE_POLL: Duration = Duration::from_millis(200);
+
+/// How often an idle follower reads the task's record (its status, its
+/// node's lease).
+const RECORD_CHECK: Duration = Duration::from_secs(1);
+
+/// How long a follower asks a store that does not answer again before its
+/// stream ends with the error (the client resumes at its cursor).
+const STORE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The streams of a cluster node: the writers of the tasks it runs.
+pub(crate) struct RedisEvents {
+    store: RedisStore,
+    records: Arc<dyn TaskStore>,
+    bounds: TaskEventBounds,
+    writers: Mutex<HashMap<String, Arc<Writer>>>,
+}
+
+impl std::fmt::Debug for RedisEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEvents").field("bounds", &self.bounds).finish_non_exhaustive()
+    }
+}
+
+/// The writer of one task's stream, on the node that runs the task.
+struct Writer {
+    task: String,
+    expire_at_ms: u64,
+    queue: Mutex<Queue>,
+    wake: Notify,
+    /// Its record was never stored: nothing is written.
+    forgotten: AtomicBool,
+}
+
+/// What the host emitted and the store does not have yet.
+#[derive(Default)]
+struct Queue {
+    /// The seq the next event gets.
+    next: u64,
+    /// The events not taken by an append yet, the last at `next - 1`.
+    events: VecDeque<Bytes>,
+    bytes: usize,
+    /// Events before this seq were dropped unwritten (the bounds).
+    dropped_before: u64,
+    /// No event follows.
+    ended: bool,
+}
+
+impl Queue {
+    fn first(&self) -> u64 {
+        self.next - self.events.len() as u64
+    }
+
+    /// Drops the oldest while more are queued than the stream keeps.
+    fn trim(&mut self, bounds: TaskEventBounds) {
+        while self.events.len() as u64 > bounds.max_events || self.bytes as u64 > bounds.max_bytes {
+            let first = self.first();
+            let Some(e) = self.events.pop_front() else { break };
+            self.bytes -= e.len();
+            self.dropped_before = first + 1;
+        }
+    }
+}
+
+impl RedisEvents {
+    /// The streams on `store`, beside the task records `records`, each
+    /// bounded by `config` as in process.
+    pub(crate) fn new(store: RedisStore, records: Arc<dyn TaskStore>, config: TaskEventsConfig) -> Self {
+        let bounds = TaskEventBounds {
+            max_events: config.max_events as u64,
+            max_bytes: config.max_bytes as u64,
+            max_age_ms: config.max_age.map_or(0, |a| (a.as_millis() as u64).max(1)),
+        };
+        RedisEvents { store, records, bounds, writers: Mutex::default() }
+    }
+
+    /// Starts the writer of task `id`'s stream, which runs here (its
+    /// record expires at `expire_at_ms`).
+    pub(crate) fn open(self: &Arc<Self>, id: &str, expire_at_ms: Option<u64>) {
+        let w = Arc::new(Writer {
+            task: id.to_owned(),
+            // A task without a TTL (none is: the server bounds them) would
+            // keep its stream for a year.
+            expire_at_ms: expire_at_ms.unwrap_or_else(|| now_ms() + 365 * 24 * 3600 * 1000),
+            queue: Mutex::default(),
+            wake: Notify::new(),
+            forgotten: AtomicBool::new(false),
+        });
+        lock(&self.writers).insert(id.to_owned(), Arc::clone(&w));
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            me.write(&w).await;
+            let mut writers = lock(&me.writers);
+            if writers.get(&w.task).is_some_and(|x| Arc::ptr_eq(x, &w)) {
+                writers.remove(&w.task);
+            }
+        });
+    }
+
+    /// Drops task `id`'s writer without a write (its record was never
+    /// stored).
+    pub(crate) fn forget(&self, id: &str) {
+        if let Some(w) = lock(&self.writers).remove(id) {
+            w.forgotten.store(true, Ordering::Release);
+            w.wake.notify_one();
+        }
+    }
+
+    /// Ends task `id`'s stream: its writer writes what is queued, then the
+    /// end.
+    pub(crate) fn end(&self, id: &str) {
+        let w = lock(&self.writers).get(id).cloned();
+        if let Some(w) = w {
+            lock(&w.queue).ended = true;
+            w.wake.notify_one();
+        }
+    }
+
+    /// Queues event `body` on task `id`'s stream; its seq, or `None` if the
+    /// stream ended here (or the task does not run here).
+    pub(crate) fn emit(&self, id: &str, body: Bytes) -> Option<u64> {
+        let w = lock(&self.writers).get(id).cloned()?;
+        let seq = {
+            let mut q = lock(&w.queue);
+            if q.ended {
+                return None;
+            }
+            let seq = q.next;
+            q.next += 1;
+            q.bytes += body.len();
+            q.events.push_back(body);
+            q.trim(self.bounds);
+            seq
+        };
+        w.wake.notify_one();
+        Some(seq)
+    }
+
+    /// Bytes queued here for the store.
+    pub(crate) fn footprint(&self) -> usize {
+        let writers: Vec<Arc<Writer>> = lock(&self.writers).values().cloned().collect();
+        writers.iter().map(|w| lock(&w.queue).bytes).sum()
+    }
+
+    /// Runs `w`: appends what is queued, batch by batch, then raises
+    /// `acked` to the last batch a replica has, then the end; returns once
+    /// the end is written (or the task expired, or was forgotten).
+    async fn write(&self, w: &Writer) {
+        // Seqs below `confirmed` are on a replica; the store's `acked` is
+        // `told`.
+        let (mut confirmed, mut told, mut ended_told) = (0u64, 0u64, false);
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if w.forgotten.load(Ordering::Acquire) || now_ms() >= w.expire_at_ms {
+                return;
+            }
+            let (first, batch, ended) = {
+                let mut q = lock(&w.queue);
+                let first = q.first();
+                let n = q.events.len().min(MAX_BATCH);
+                let batch: Vec<Bytes> = q.events.drain(..n).collect();
+                q.bytes -= batch.iter().map(Bytes::len).sum::<usize>();
+                (first, batch, q.ended && q.events.is_empty())
+            };
+            if batch.is_empty() && told == confirmed && (ended_told || !ended) {
+                if ended_told {
+                    return;
+                }
+                w.wake.notified().await;
+                continue;
+            }
+            let now = now_ms();
+            let append = TaskEventBatch {
+                task: &w.task,
+                first,
+                acked: confirmed,
+                ended,
+                events: &batch,
+                expire_at_ms: w.expire_at_ms,
+                now_ms: now,
+            };
+            match self.store.task_events_append(append, self.bounds).await {
+                Ok(_) => {
+                    told = confirmed;
+                    if !batch.is_empty() {
+                        confirmed = first + batch.len() as u64;
+                    }
+                    ended_told |= ended;
+                    backoff = Duration::from_millis(50);
+                }
+                Err(e) => {
+                    tracing::warn!(task = %w.task, error = %e, "task events not written yet; trying again");
+                    {
+                        // Back in front, unless the bounds dropped newer
+                        // events meanwhile: then these would go first.
+                        let mut q = lock(&w.queue);
+                        if q.dropped_before <= first + batch.len() as u64 && !batch.is_empty() {
+                            q.bytes += batch.iter().map(Bytes::len).sum::<usize>();
+                            for e in batch.into_iter().rev() {
+                                q.events.push_front(e);
+                            }
+                            q.trim(self.bounds);
+                        }
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Opens task `id`'s stream after `after` (`None`: at the oldest kept)
+    /// for a reader: refused `Gone` or `Ahead` like the in-process stream.
+    pub(crate) async fn follow(
+        self: &Arc<Self>,
+        id: &str,
+        after: Option<u64>,
+    ) -> Result<Follow, FollowError> {
+        let read = self.read(id, after).await?;
+        let (oldest, next) = match &read {
+            TaskEventsRead::None => (0, 0),
+            TaskEventsRead::Some { meta, .. } => (meta.oldest, meta.next),
+        };
+        let from = match after {
+            Some(a) if a >= next => return Err(FollowError::Refused(OpenError::Ahead { next })),
+            Some(a) if a + 1 < oldest => {
+                return Err(FollowError::Refused(OpenError::Gone { earliest: oldest }))
+            }
+            Some(a) => a + 1,
+            None => oldest,
+        };
+        let mut f = Follow {
+            events: Arc::clone(self),
+            task: id.to_owned(),
+            from,
+            buffered: VecDeque::new(),
+            ended: false,
+            idle: MIN_IDLE_POLL,
+            checked: Instant::now(),
+            done: false,
+            failing: None,
+        };
+        f.take(read)?;
+        Ok(f)
+    }
+
+    async fn read(&self, id: &str, after: Option<u64>) -> Result<TaskEventsRead, FollowError> {
+        self.store
+            .task_events_read(id, after, READ_COUNT, self.bounds, now_ms())
+            .await
+            .map_err(|e| FollowError::Store(e.to_string()))
+    }
+
+    /// Whether task `id`'s stream can get no more events: its record is
+    /// gone, expired, or terminal with its node gone (a node that lives
+    /// writes the end itself).
+    async fn over(&self, id: &str) -> Result<bool, FollowError> {
+        let store_error = |e: String| FollowError::Store(e);
+        match self.records.get(id, now_ms()).await.map_err(|e| store_error(e.0))? {
+            Lookup::Found(r) if r.status.is_terminal() => match &r.node {
+                Some(n) => Ok(!self.store.node_is_alive(n).await.map_err(|e| store_error(e.to_string()))?),
+                None => Ok(true),
+            },
+            Lookup::Found(_) => Ok(false),
+            Lookup::Expired | Lookup::Unknown => Ok(true),
+        }
+    }
+}
+
+/// Why a follower did not open, or stopped.
+#[derive(Debug)]
+pub(crate) enum FollowError {
+    /// The stream's own refusal (`events_gone`, a cursor ahead).
+    Refused(OpenError),
+    /// The store did not answer.
+    Store(String),
+}
+
+/// A reader of a task's stream in Redis, from its cursor on.
+pub(crate) struct Follow {
+    events: Arc<RedisEvents>,
+    task: String,
+    /// The seq it serves next.
+    from: u64,
+    buffered: VecDeque<(u64, Bytes)>,
+    /// The stream's end was read (served once `buffered` is).
+    ended: bool,
+    idle: Duration,
+    checked: Instant,
+    done: bool,
+    /// Since when the store has not answered its reads.
+    failing: Option<Instant>,
+}
+
+impl Follow {
+    /// Takes a read's events (they must start at `from`, or the events
+    /// after the cursor are gone).
+    fn take(&mut self, read: TaskEventsRead) -> Result<(), FollowError> {
+        let TaskEventsRead::Some { meta, ended, events } = read else {
+            return Ok(());
+        };
+        if self.from < meta.oldest {
+            return Err(FollowError::Refused(OpenError::Gone { earliest: meta.oldest }));
+        }
+        for (seq, body) in events {
+            if seq != self.from {
+                // What is kept is dense: only a trim between two reads of
+                // one script could do this, and it would be a bug.
+                return Err(FollowError::Refused(OpenError::Gone { earliest: seq }));
+            }
+            self.buffered.push_back((seq, body));
+            self.from += 1;
+        }
+        self.ended = ended && self.from >= meta.next;
+        Ok(())
+    }
+
+    /// The next event after the cursor, waiting for it; `None` once the
+    /// stream ended (or the task's node died and what it acked was served,
+    /// or the task expired); an error when an event it needs was dropped
+    /// first, or the store did not answer for [`STORE_PATIENCE`].
+    pub(crate) async fn recv(&mut self) -> Option<Result<(u64, Bytes), FollowError>> {
+        loop {
+            if let Some(e) = self.buffered.pop_front() {
+                return Some(Ok(e));
+            }
+            if self.ended {
+                return None;
+            }
+            let read = match self.events.read(&self.task, self.from.checked_sub(1)).await {
+                Ok(r) => {
+                    self.failing = None;
+                    r
+                }
+                // A store that does not answer (a failover under way) is
+                // asked again for a while before the stream ends saying so.
+                Err(e) => {
+                    let since = *self.failing.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= STORE_PATIENCE {
+                        return Some(Err(e));
+                    }
+                    tokio::time::sleep(MAX_IDLE_POLL).await;
+                    continue;
+                }
+            };
+            let gone = matches!(read, TaskEventsRead::None);
+            if let Err(e) = self.take(read) {
+                return Some(Err(e));
+            }
+            if !self.buffered.is_empty() || self.ended {
+                self.idle = MIN_IDLE_POLL;
+                continue;
+            }
+            // Nothing more was acked: the end, once no more can come.
+            if self.done {
+                return None;
+            }
+            if gone || self.checked.elapsed() >= RECORD_CHECK {
+                self.checked = Instant::now();
+                match self.events.over(&self.task).await {
+                    // Read on to what was acked before, then end.
+                    Ok(true) => {
+                        self.done = true;
+                        continue;
+                    }
+                    Ok(false) => {}
+                    // Asked again at the next check.
+                    Err(_) => {}
+                }
+            }
+            tokio::time::sleep(self.idle).await;
+            self.idle = (self.idle * 2).min(MAX_IDLE_POLL);
+        }
+    }
+}
