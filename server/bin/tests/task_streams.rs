@@ -495,3 +495,83 @@ async fn the_host_api_refuses_bad_events_at_the_call() {
     assert!(said.contains("NotAnObject"), "{said}");
     assert!(said.ends_with("good=Ok(0)"), "{said}");
 }
+
+/// An rmcp handler on gapless-rmcp (rmcp 3.11 has no call for a gapless
+/// task): it makes its 2026-07-28 call a task and emits its events through
+/// the `RequestStream` gapless puts in its context.
+mod rmcp_tasks {
+    use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+    use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+    use rmcp::service::RequestContext;
+    use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+
+    #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+    pub(super) struct Args {
+        count: u64,
+    }
+
+    #[derive(Clone)]
+    pub(super) struct Ticker {
+        tool_router: ToolRouter<Self>,
+    }
+
+    #[tool_router]
+    impl Ticker {
+        pub(super) fn new() -> Self {
+            Ticker { tool_router: Self::tool_router() }
+        }
+
+        #[tool(description = "A task that emits `count` task events")]
+        async fn ticks(
+            &self,
+            Parameters(args): Parameters<Args>,
+            ctx: RequestContext<RoleServer>,
+        ) -> Result<CallToolResult, ErrorData> {
+            let fail = |e: String| ErrorData::internal_error(e, None);
+            let stream = ctx.extensions.get::<gapless_rmcp::RequestStream>().cloned();
+            let stream = stream.ok_or_else(|| fail("no gapless transport".into()))?;
+            stream.create_task(Default::default()).await.map_err(|e| fail(e.to_string()))?;
+            for i in 0..args.count {
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                let seq = stream
+                    .emit_task_event("com.example.tick", serde_json::json!({"i": i}))
+                    .map_err(|e| fail(e.to_string()))?;
+                assert_eq!(seq, i);
+            }
+            let bad = stream.emit_task_event("tick", serde_json::json!({}));
+            assert!(bad.is_err(), "an unprefixed type is refused at the call");
+            Ok(CallToolResult::success(vec![ContentBlock::text(format!("ticked {}", args.count))]))
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for Ticker {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_rmcp_handler_on_gapless_rmcp_emits_task_events() {
+    let host = gapless_rmcp::RmcpHost::new(|| Ok(rmcp_tasks::Ticker::new())).unwrap();
+    let server = McpServer::builder(host).config(ServerConfig::default()).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let c = Client::new(&s);
+    let task = c.task("ticks", json!({"count": 40})).await;
+    let (first, sse) = Client::read(c.open(json!({"taskId": task})).await, 10).await;
+    assert_eq!(first.seqs(), (0..10).collect::<Vec<_>>());
+    drop(sse);
+    let rest = c.stream(json!({"taskId": task, "after": 9})).await;
+    assert_eq!(rest.seqs(), (10..40).collect::<Vec<_>>());
+    for e in first.events.iter().chain(&rest.events) {
+        assert_eq!(
+            (&e["params"]["type"], &e["params"]["payload"]["i"]),
+            (&json!("com.example.tick"), &e["params"]["seq"])
+        );
+    }
+    assert_ended(&rest);
+    let done = c.call("tasks/get", json!({"taskId": task})).await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(done["result"]["result"]["content"][0]["text"], "ticked 40", "{done}");
+}

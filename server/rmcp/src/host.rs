@@ -387,6 +387,35 @@ impl RequestStream {
     pub async fn close_sse_stream(&self) {
         self.ctx.close_sse_stream().await
     }
+
+    /// Makes this request a task of gapless's tasks extension (MCP
+    /// 2026-07-28, `docs/SPEC.md` §5.5): the client gets the task's handle
+    /// at once, and what the handler returns afterwards is the task's
+    /// outcome. rmcp 3.11's handler API has no call for it (its own task
+    /// support is rmcp's, not the transport's), so it is here;
+    /// [`gapless_server::RequestContext::create_task`] says when it is
+    /// refused. The handler's `ServerHandler::get_info` must declare the
+    /// extension (`ServerCapabilities::builder().enable_tasks()`). Returns
+    /// the task's id.
+    pub async fn create_task(
+        &self,
+        options: gapless_server::tasks::TaskOptions,
+    ) -> Result<String, gapless_server::tasks::TaskError> {
+        self.ctx.create_task(options).await
+    }
+
+    /// Emits an event on the task this request became (`tasks/stream`, the
+    /// draft SEP-2694, `docs/SPEC.md` §5.6): a vendor-prefixed `kind` and a
+    /// JSON object `payload`, refused at the call otherwise
+    /// ([`gapless_server::RequestContext::emit_task_event`]). Returns its
+    /// seq.
+    pub fn emit_task_event(
+        &self,
+        kind: &str,
+        payload: Value,
+    ) -> Result<u64, gapless_server::tasks::TaskEventError> {
+        self.ctx.emit_task_event(kind, payload)
+    }
 }
 
 /// The service behind a request's own peer: it never receives a request

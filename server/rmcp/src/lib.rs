@@ -42,8 +42,9 @@
 //! per-client limits apply. How the handler is driven, and the few places
 //! where it differs from rmcp's own transport, is in [`RmcpHost`]'s module.
 //! A handler that wants to end its SSE response early (SEP-1699 polling),
-//! which rmcp's API has no call for, finds a [`RequestStream`] in its
-//! context's `extensions`.
+//! or to make a 2026-07-28 request a gapless task and emit its events
+//! (`tasks/stream`, the draft SEP-2694), which rmcp's API has no call for,
+//! finds a [`RequestStream`] in its context's `extensions`.
 //!
 //! For every option of gapless-server's builder (caller identity, a cluster
 //! store, the endpoint path), build the server yourself around an
