@@ -24,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 toolchain="${FUZZ_TOOLCHAIN:-nightly}"
-targets_all=(ring_ops resume_decisions wire_parsing http_router)
+targets_all=(ring_ops resume_decisions wire_parsing http_router task_events)
 
 # Engine bugs that are reported but not fixed yet (see fuzz/src/lib.rs
 # `tolerated`). Fuzzing runs step around exactly these so that they explore
