@@ -1,5 +1,5 @@
 //! A task's event stream in Redis (SEP-2694, draft; `docs/SPEC.md` §5.6,
-//! §8.9): beside the task's record, in its hash slot, so that a
+//! §8.11): beside the task's record, in its hash slot, so that a
 //! `tasks/stream` on any node replays and follows what the task's node
 //! emits.
 //!

@@ -1,4 +1,4 @@
-//! A task's event stream in Redis (`docs/SPEC.md` §5.6, §8.9), against a
+//! A task's event stream in Redis (`docs/SPEC.md` §5.6, §8.11), against a
 //! real `redis-server` the test starts on a free loopback port: dense seqs
 //! kept from the oldest, the bounds by count, bytes and age applied in the
 //! append and in the read, retries that write nothing twice, readers held
@@ -100,10 +100,10 @@ async fn the_bounds_keep_the_newest_dense() {
     assert_eq!((m.oldest, m.next), (5, 7));
     assert_eq!(read(&store, "b", None, by_bytes).await.4, [5, 6]);
     // By age: events older than the bound go at the next read.
-    let by_age = TaskEventBounds { max_age_ms: 150, ..WIDE };
+    let by_age = TaskEventBounds { max_age_ms: 1500, ..WIDE };
     append(&store, "a", 0, &events(0..3), 3, false, by_age).await;
     assert_eq!(read(&store, "a", None, by_age).await.4, [0, 1, 2]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(1800)).await;
     append(&store, "a", 3, &events(3..4), 4, false, WIDE).await; // written without the age bound
     let (oldest, _, _, _, seqs) = read(&store, "a", None, by_age).await;
     assert_eq!((oldest, seqs), (3, vec![3]), "the old three are not served");
@@ -121,4 +121,33 @@ async fn a_batch_past_next_drops_what_is_before_it() {
     let (oldest, acked, _, _, seqs) = read(&store, "h", Some(1), WIDE).await;
     assert_eq!((oldest, acked, seqs), (6, 8, vec![]), "after 1: 2 is gone, nothing is served past it");
     assert_eq!(read(&store, "h", Some(5), WIDE).await.4, [6, 7]);
+}
+
+/// A stream that ended (its writer's end, or a reader's seal once the
+/// task's node was gone: everything up to `next` served) takes no more
+/// events: a writer that comes back appends nothing.
+#[tokio::test]
+async fn an_ended_stream_takes_no_more_events() {
+    let (_server, store) = store().await;
+    append(&store, "e", 0, &events(0..4), 2, false, WIDE).await;
+    // The seal: acked up to next, ended.
+    let m = append(&store, "e", 0, &[], 1 << 52, true, WIDE).await;
+    assert_eq!(m, TaskEventsMeta { next: 4, oldest: 0, acked: 4 });
+    let m = append(&store, "e", 4, &events(4..6), 6, false, WIDE).await;
+    assert_eq!(m, TaskEventsMeta { next: 4, oldest: 0, acked: 4 }, "nothing appended after the end");
+    assert_eq!(read(&store, "e", Some(1), WIDE).await, (0, 4, 4, true, vec![2, 3]));
+}
+
+/// Seqs past 10^14 (Lua writes such numbers %.14g, 1e+14, if not told
+/// otherwise): ids, trims and reads still work.
+#[tokio::test]
+async fn large_seqs_make_valid_ids() {
+    let (_server, store) = store().await;
+    let first = 100_000_000_000_000u64 - 2;
+    let small = TaskEventBounds { max_events: 3, ..WIDE };
+    let evs: Vec<Bytes> = (first..first + 5).map(|i| Bytes::from(format!("e{i:03}"))).collect();
+    let m = append(&store, "big", first, &evs, first + 5, false, small).await;
+    assert_eq!(m, TaskEventsMeta { next: first + 5, oldest: first + 2, acked: first + 5 });
+    let (_, _, _, _, seqs) = read(&store, "big", Some(first + 2), small).await;
+    assert_eq!(seqs, [first + 3, first + 4]);
 }

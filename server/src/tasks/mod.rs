@@ -320,15 +320,16 @@ impl Tasks {
                 Ok((id, created, guard))
             }
             Err(e) => {
-                if let Some(events) = &self.events {
-                    events.forget(&id);
-                }
                 if matches!(e, CreateError::Full { .. }) {
-                    guard.disarm(); // nothing stored
+                    if let Some(events) = &self.events {
+                        events.forget(&id); // nothing stored
+                    }
+                    guard.disarm();
                 } else {
                     // The write may have reached the store unconfirmed: the
-                    // guard fails that record (once the store answers); the
-                    // handler is told and goes on.
+                    // guard fails that record (once the store answers) and
+                    // then ends its event stream; the handler is told and
+                    // goes on.
                     guard.release();
                 }
                 crate::vocab::sync::lock(&self.running).remove(&id);

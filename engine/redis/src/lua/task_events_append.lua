@@ -3,6 +3,8 @@
 -- replica), ended ('1': no event follows), now (ms), expire_at (ms), the
 -- bounds max_events, max_bytes, max_age_ms (0: none), then the events.
 -- Idempotent: a retry skips what an earlier try wrote (seqs below `next`).
+-- A stream that ended takes no more events (a reader sealed it because the
+-- task's node was gone: one that comes back writes nothing more).
 -- A batch that starts past `next` (the writer dropped events its queue could
 -- not keep, or a failover lost a batch) drops what is kept before it: what
 -- is kept stays dense, and a reader whose cursor falls in between is told
@@ -12,6 +14,7 @@ local now = tonumber(ARGV[4])
 local max_events, max_bytes, max_age = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local next, oldest, bytes = meta_num('next'), meta_num('oldest'), meta_num('bytes')
 local n = #ARGV - 8
+if meta_num('ended') == 1 then n = 0 end
 if n > 0 and first > next then
   redis.call('DEL', KEYS[1])
   next, oldest, bytes = first, first, 0
@@ -20,7 +23,7 @@ for i = 1, n do
   local seq = first + i - 1
   if seq >= next then
     local b = ARGV[8 + i]
-    redis.call('XADD', KEYS[1], (seq + 1) .. '-' .. ARGV[4], 'b', b)
+    redis.call('XADD', KEYS[1], int(seq + 1) .. '-' .. ARGV[4], 'b', b)
     bytes = bytes + string.len(b)
     next = seq + 1
   end

@@ -5,6 +5,12 @@
 -- from `oldest` to `next - 1`), `acked` (seqs below it are on a replica:
 -- what readers serve), `bytes` (the kept events' length) and `ended`.
 
+-- An integer as Redis takes it in an id (a Lua number concatenated is
+-- written %.14g: 1e+14 from 10^14 on).
+local function int(n)
+  return string.format('%d', n)
+end
+
 local function meta_num(field)
   local v = redis.call('HGET', KEYS[2], field)
   if v then return tonumber(v) end
@@ -19,7 +25,7 @@ local function trim(oldest, next, bytes, max_events, max_bytes, cutoff)
   local done = false
   while not done and keep_from < next do
     if next - keep_from <= max_events and bytes <= max_bytes and cutoff <= 0 then break end
-    local batch = redis.call('XRANGE', KEYS[1], (keep_from + 1) .. '-0', '+', 'COUNT', 16)
+    local batch = redis.call('XRANGE', KEYS[1], int(keep_from + 1) .. '-0', '+', 'COUNT', 16)
     if #batch == 0 then
       keep_from, bytes = next, 0
       break
@@ -39,7 +45,7 @@ local function trim(oldest, next, bytes, max_events, max_bytes, cutoff)
     end
   end
   if keep_from > oldest then
-    redis.call('XTRIM', KEYS[1], 'MINID', (keep_from + 1) .. '-0')
+    redis.call('XTRIM', KEYS[1], 'MINID', int(keep_from + 1) .. '-0')
   end
   return keep_from, bytes
 end

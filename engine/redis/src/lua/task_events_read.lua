@@ -19,6 +19,6 @@ local from = oldest
 if after >= 0 then from = after + 1 end
 local entries = {}
 if from >= oldest and from < acked then
-  entries = redis.call('XRANGE', KEYS[1], (from + 1) .. '-0', tostring(acked), 'COUNT', count)
+  entries = redis.call('XRANGE', KEYS[1], int(from + 1) .. '-0', int(acked), 'COUNT', count)
 end
 return {1, oldest, acked, next, meta_num('ended'), entries}

@@ -1,5 +1,5 @@
 //! Task event streams in cluster mode (SEP-2694, draft; `docs/SPEC.md`
-//! §5.6, §8.9): each task's events in Redis beside its record
+//! §5.6, §8.11): each task's events in Redis beside its record
 //! (`gapless_redis::RedisStore::task_events_append` and `_read`), so that a
 //! `tasks/stream` on any node replays and follows what the task's node
 //! emits.
@@ -210,7 +210,10 @@ impl RedisEvents {
                 if ended_told {
                     return;
                 }
-                w.wake.notified().await;
+                // Woken by an event or the end; at the task's expiry at the
+                // latest (the loop's top then lets go).
+                let left = Duration::from_millis(w.expire_at_ms.saturating_sub(now_ms()));
+                let _ = tokio::time::timeout(left, w.wake.notified()).await;
                 continue;
             }
             let now = now_ms();
@@ -280,8 +283,9 @@ impl RedisEvents {
             buffered: VecDeque::new(),
             ended: false,
             idle: MIN_IDLE_POLL,
-            checked: Instant::now(),
+            checked: None,
             done: false,
+            anchored: after.is_some(),
             failing: None,
         };
         f.take(read)?;
@@ -297,17 +301,39 @@ impl RedisEvents {
 
     /// Whether task `id`'s stream can get no more events: its record is
     /// gone, expired, or terminal with its node gone (a node that lives
-    /// writes the end itself).
+    /// writes the end itself). A stream whose writer is gone is sealed
+    /// first: what that writer appended and had not acked yet is made safe
+    /// and served (a durable write after it: a replica that acknowledges it
+    /// has everything before it), and nothing more is appended.
     async fn over(&self, id: &str) -> Result<bool, FollowError> {
         let store_error = |e: String| FollowError::Store(e);
-        match self.records.get(id, now_ms()).await.map_err(|e| store_error(e.0))? {
-            Lookup::Found(r) if r.status.is_terminal() => match &r.node {
-                Some(n) => Ok(!self.store.node_is_alive(n).await.map_err(|e| store_error(e.to_string()))?),
-                None => Ok(true),
-            },
-            Lookup::Found(_) => Ok(false),
-            Lookup::Expired | Lookup::Unknown => Ok(true),
-        }
+        let expire_at_ms = match self.records.get(id, now_ms()).await.map_err(|e| store_error(e.0))? {
+            Lookup::Found(r) if r.status.is_terminal() => {
+                let gone = match &r.node {
+                    Some(n) => !self.store.node_is_alive(n).await.map_err(|e| store_error(e.to_string()))?,
+                    None => true,
+                };
+                if !gone {
+                    return Ok(false);
+                }
+                r.expires_at_ms()
+            }
+            Lookup::Found(_) => return Ok(false),
+            Lookup::Expired | Lookup::Unknown => return Ok(true),
+        };
+        let now = now_ms();
+        let seal = TaskEventBatch {
+            task: id,
+            first: 0,
+            // Up to `next`, whatever it is (the script takes the lower).
+            acked: 1 << 52,
+            ended: true,
+            events: &[],
+            expire_at_ms: expire_at_ms.unwrap_or(now + 1),
+            now_ms: now,
+        };
+        self.store.task_events_append(seal, self.bounds).await.map_err(|e| store_error(e.to_string()))?;
+        Ok(true)
     }
 }
 
@@ -330,8 +356,13 @@ pub(crate) struct Follow {
     /// The stream's end was read (served once `buffered` is).
     ended: bool,
     idle: Duration,
-    checked: Instant,
+    /// When the task's record was last read (`None`: not yet).
+    checked: Option<Instant>,
     done: bool,
+    /// Whether it serves from a cursor the client gave, or has served an
+    /// event: until then a stream opened without a cursor starts at the
+    /// oldest kept, wherever that moved.
+    anchored: bool,
     /// Since when the store has not answered its reads.
     failing: Option<Instant>,
 }
@@ -344,7 +375,11 @@ impl Follow {
             return Ok(());
         };
         if self.from < meta.oldest {
-            return Err(FollowError::Refused(OpenError::Gone { earliest: meta.oldest }));
+            if !self.anchored {
+                self.from = meta.oldest;
+            } else {
+                return Err(FollowError::Refused(OpenError::Gone { earliest: meta.oldest }));
+            }
         }
         for (seq, body) in events {
             if seq != self.from {
@@ -354,6 +389,7 @@ impl Follow {
             }
             self.buffered.push_back((seq, body));
             self.from += 1;
+            self.anchored = true;
         }
         self.ended = ended && self.from >= meta.next;
         Ok(())
@@ -387,7 +423,6 @@ impl Follow {
                     continue;
                 }
             };
-            let gone = matches!(read, TaskEventsRead::None);
             if let Err(e) = self.take(read) {
                 return Some(Err(e));
             }
@@ -399,8 +434,8 @@ impl Follow {
             if self.done {
                 return None;
             }
-            if gone || self.checked.elapsed() >= RECORD_CHECK {
-                self.checked = Instant::now();
+            if self.checked.is_none_or(|c| c.elapsed() >= RECORD_CHECK) {
+                self.checked = Some(Instant::now());
                 match self.events.over(&self.task).await {
                     // Read on to what was acked before, then end.
                     Ok(true) => {
