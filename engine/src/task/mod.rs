@@ -185,7 +185,7 @@ impl TaskEvents {
     /// An empty stream.
     pub fn new(config: TaskEventsConfig) -> Result<Self, ConfigError> {
         let (producer, reader) = ring(RingConfig::new(config.max_events, config.max_bytes))?;
-        Ok(Self::with_writer(producer, reader, config, Writer::Own))
+        Self::assemble(producer, reader, config, |p| Ok((Writer::Own(p), None)))
     }
 
     /// An empty stream charged to `hub`'s memory budget: it counts the
@@ -193,34 +193,35 @@ impl TaskEvents {
     /// the rings, sessions' or tasks', that hold most and were idle longest.
     /// `MemoryExhausted` when even a reclaim leaves no room for its base.
     pub fn in_hub(hub: &Hub, config: TaskEventsConfig) -> Result<Self, SessionError> {
-        let (mut producer, reader) =
+        let (producer, reader) =
             ring(RingConfig::new(config.max_events, config.max_bytes)).map_err(SessionError::Config)?;
-        // Opened before it is charged: the record counts in its base.
-        let stream = producer.open_stream();
-        let charged =
-            hub.charge(producer).ok_or(SessionError::MemoryExhausted { limit: hub.config().max_memory })?;
-        let reclaimer = Some(charged.reclaimer());
-        let inner =
-            Inner { writer: Writer::Charged(charged), stream: stream.clone(), times: VecDeque::new() };
-        let inner = Mutex::new(inner);
-        Ok(TaskEvents { reader, stream: stream.id(), max_age: config.max_age, inner, reclaimer })
+        Self::assemble(producer, reader, config, |p| {
+            let charged =
+                hub.charge(p).ok_or(SessionError::MemoryExhausted { limit: hub.config().max_memory })?;
+            let reclaimer = charged.reclaimer();
+            Ok((Writer::Charged(charged), Some(reclaimer)))
+        })
     }
 
-    fn with_writer(
+    /// The stream of a new ring whose producer `place` puts where it lives
+    /// (with the budget's reclaimer, if charged). Its one stream is opened
+    /// first: a charged ring's record then counts in its base.
+    fn assemble<E>(
         mut producer: Producer,
         reader: Reader,
         config: TaskEventsConfig,
-        writer: impl FnOnce(Producer) -> Writer,
-    ) -> Self {
+        place: impl FnOnce(Producer) -> Result<(Writer, Option<Reclaimer>), E>,
+    ) -> Result<Self, E> {
         let stream = producer.open_stream();
-        let inner = Inner { writer: writer(producer), stream: stream.clone(), times: VecDeque::new() };
-        TaskEvents {
+        let (writer, reclaimer) = place(producer)?;
+        let inner = Inner { writer, stream: stream.clone(), times: VecDeque::new() };
+        Ok(TaskEvents {
             reader,
             stream: stream.id(),
             max_age: config.max_age,
             inner: Mutex::new(inner),
-            reclaimer: None,
-        }
+            reclaimer,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

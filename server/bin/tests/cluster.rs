@@ -1224,6 +1224,36 @@ async fn a_redis_cluster_failover_that_lost_events_is_refused_by_name() {
     assert_eq!(promoted, replica, "the replica took the slot over");
 }
 
+/// A legacy (2024-11-05) client's event stream opened on `node`, read past
+/// its `endpoint` event, and the messages URL that event named on `post_to`
+/// (any node: the session is in the store).
+async fn legacy_stream(node: &Node, post_to: &Node) -> (SseReader, String) {
+    let r =
+        http().get(format!("{}/sse", node.url)).header("accept", "text/event-stream").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let endpoint = sse.next().await.expect("the endpoint event");
+    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
+    (sse, format!("{}{}", post_to.url.trim_end_matches("/mcp"), endpoint.data))
+}
+
+/// POSTs `msg` to a legacy session's messages URL `to`; the status.
+async fn legacy_post(to: &str, msg: Value) -> u16 {
+    let r = http().post(to).header("content-type", "application/json").body(msg.to_string());
+    r.send().await.unwrap().status().as_u16()
+}
+
+/// The legacy handshake through `to`: `initialize`, answered on `sse`, then
+/// `notifications/initialized`.
+async fn legacy_handshake(sse: &mut SseReader, to: &str) {
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
+    assert_eq!(legacy_post(to, init).await, 202);
+    let e = sse.next().await.expect("the initialize response");
+    assert_eq!(e.json().unwrap()["result"]["protocolVersion"], json!("2024-11-05"), "{e:?}");
+    assert_eq!(legacy_post(to, json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await, 202);
+}
+
 /// The legacy HTTP+SSE transport on a cluster (`docs/SPEC.md` §5.3, §8):
 /// the event stream on one node, the messages posted to another, whose
 /// responses and notifications arrive on that stream in order; the stream
@@ -1233,32 +1263,10 @@ async fn a_redis_cluster_failover_that_lost_events_is_refused_by_name() {
 async fn a_legacy_client_streams_on_one_node_and_posts_to_another() {
     let redis = RedisServer::start(&[]);
     let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &[])).collect();
-    let base = |n: &Node| n.url.trim_end_matches("/mcp").to_owned();
-    let r = http()
-        .get(format!("{}/sse", nodes[0].url))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let mut sse = SseReader::new(r);
-    let endpoint = sse.next().await.expect("the endpoint event");
-    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
-    let path = endpoint.data.clone();
-    let sid = path.rsplit_once('=').unwrap().1.to_owned();
-    let send = |msg: Value| {
-        let url = format!("{}{path}", base(&nodes[1]));
-        async move {
-            let r = http().post(url).header("content-type", "application/json").body(msg.to_string());
-            r.send().await.unwrap().status().as_u16()
-        }
-    };
-    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
-    assert_eq!(send(init).await, 202);
-    let e = sse.next().await.expect("the initialize response");
-    assert_eq!(e.json().unwrap()["result"]["protocolVersion"], json!("2024-11-05"), "{e:?}");
-    assert_eq!(send(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await, 202);
+    let (mut sse, to) = legacy_stream(&nodes[0], &nodes[1]).await;
+    let sid = to.rsplit_once('=').unwrap().1.to_owned();
+    let send = |msg: Value| legacy_post(&to, msg);
+    legacy_handshake(&mut sse, &to).await;
     let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":30,"interval_ms":2}}});
     assert_eq!(send(call).await, 202);
     let (mut got, mut cursor) = (vec![], None);
@@ -1306,27 +1314,10 @@ async fn a_killed_node_answers_its_legacy_request_and_the_stream_goes_on() {
     let redis = RedisServer::start(&[]);
     let keep = Node::start(&redis.url(), &[]);
     let mut doomed = Node::start(&redis.url(), &[]);
-    let base = |n: &Node| n.url.trim_end_matches("/mcp").to_owned();
-    let r =
-        http().get(format!("{}/sse", keep.url)).header("accept", "text/event-stream").send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    let mut sse = SseReader::new(r);
-    let endpoint = sse.next().await.expect("the endpoint event");
-    assert_eq!(endpoint.event.as_deref(), Some("endpoint"), "{endpoint:?}");
-    let path = endpoint.data.clone();
-    let send = |url: String, msg: Value| async move {
-        let r = http().post(url).header("content-type", "application/json").body(msg.to_string());
-        r.send().await.unwrap().status().as_u16()
-    };
-    let (to_keep, to_doomed) = (format!("{}{path}", base(&keep)), format!("{}{path}", base(&doomed)));
-    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
-    assert_eq!(send(to_keep.clone(), init).await, 202);
-    assert!(sse.next().await.expect("the initialize response").json().is_some());
-    assert_eq!(
-        send(to_keep.clone(), json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await,
-        202
-    );
+    let (mut sse, to_keep) = legacy_stream(&keep, &keep).await;
+    let to_doomed = to_keep.replace(keep.url.trim_end_matches("/mcp"), doomed.url.trim_end_matches("/mcp"));
+    let send = |url: String, msg: Value| async move { legacy_post(&url, msg).await };
+    legacy_handshake(&mut sse, &to_keep).await;
     // A long call on the doomed node: 2000 events, 5 ms apart.
     let call = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"emit_events","arguments":{"count":2000,"interval_ms":5}}});
     assert_eq!(send(to_doomed, call).await, 202);
@@ -1385,20 +1376,9 @@ async fn a_killed_node_answers_its_legacy_request_and_the_stream_goes_on() {
 async fn a_legacy_response_over_the_budget_is_an_explicit_error() {
     let redis = RedisServer::start(&[]);
     let node = Node::start(&redis.url(), &["--ring-bytes", "8192"]);
-    let base = node.url.trim_end_matches("/mcp").to_owned();
-    let r =
-        http().get(format!("{}/sse", node.url)).header("accept", "text/event-stream").send().await.unwrap();
-    let mut sse = SseReader::new(r);
-    let endpoint = sse.next().await.expect("the endpoint event");
-    let to = format!("{base}{}", endpoint.data);
-    let send = |msg: Value| {
-        let r = http().post(&to).header("content-type", "application/json").body(msg.to_string());
-        async move { r.send().await.unwrap().status().as_u16() }
-    };
-    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"legacy","version":"1"}}});
-    assert_eq!(send(init).await, 202);
-    assert!(sse.next().await.expect("the initialize response").json().unwrap()["result"].is_object());
+    let (mut sse, to) = legacy_stream(&node, &node).await;
+    let send = |msg: Value| legacy_post(&to, msg);
+    legacy_handshake(&mut sse, &to).await;
     let big = "x".repeat(10_000);
     let call = |id: u64, name: &str| json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"greet","arguments":{"name":name}}});
     let asked = Instant::now();
