@@ -1,6 +1,8 @@
 //! `gapless-server`: the bundled MCP server (demo tools plus the
 //! conformance fixtures) on Streamable HTTP.
 
+#[cfg(all(target_os = "linux", feature = "jemalloc"))]
+mod purge;
 use axum::response::IntoResponse;
 use clap::Parser;
 use gapless::{ErrorKind, RingConfig};
@@ -439,6 +441,8 @@ async fn main() -> std::io::Result<()> {
         usize::MAX => tracing::info!("memory budget: unlimited (each ring is still bounded)"),
         b => tracing::info!(bytes = b, mib = b >> 20, "memory budget of all session rings"),
     }
+    #[cfg(all(target_os = "linux", feature = "jemalloc"))]
+    purge::start(server.hub().config().max_memory);
     let mut observe: Option<axum::Router> = None;
     if a.metrics_path != "off" {
         observe = Some(server.metrics_router(&a.metrics_path, access.clone()));
