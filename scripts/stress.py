@@ -27,6 +27,8 @@ import time
 PORT = int(os.environ["PORT"])
 PID = int(os.environ["PID"])
 SESSIONS = int(os.environ.get("SESSIONS", "320"))
+# Each flood event's pad (the event is about 80 bytes more).
+PAD = int(os.environ.get("PAD", "4096"))
 CONNS = int(os.environ.get("CONNS", "1100"))
 MAX_MEMORY = int(os.environ["MAX_MEMORY"])
 SLACK = int(os.environ.get("SLACK", str(256 << 20)))
@@ -124,7 +126,7 @@ def flood_one(i, refused):
         conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
         sid = initialize(conn)
         r = post(conn, sid, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "emit_events", "arguments": {
-            "count": 4096, "payload_bytes": 4096, "target": "standalone"}}}, accept="application/json")
+            "count": 4096, "payload_bytes": PAD, "target": "standalone"}}}, accept="application/json")
         r.read()
     except Exception as e:  # refusals (503, 429) are the server working
         refused.append(str(e))
@@ -152,7 +154,7 @@ def flood():
     c.join(max(0, DEADLINE - time.time()))
     stop.set()
     got, dense = result.get("canary", (0, False))
-    print(f"flood: {SESSIONS} sessions x 4096 x 4 KiB; peak RSS {peak[0] >> 20} MiB "
+    print(f"flood: {SESSIONS} sessions x 4096 x {PAD} B; peak RSS {peak[0] >> 20} MiB "
           f"(budget {MAX_MEMORY >> 20} MiB); refused {len(refused)}; canary {got} events, "
           f"{'complete and in order' if dense else 'INCOMPLETE'}")
     return dense and peak[0] <= MAX_MEMORY + SLACK

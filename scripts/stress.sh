@@ -7,6 +7,7 @@
 #
 #   scripts/stress.sh                         defaults below
 #   SESSIONS=100 MAX_MEMORY=256M scripts/stress.sh
+#   PAD=3900 SESSIONS=320 MAX_MEMORY=2G scripts/stress.sh   (each flood event's pad)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_memory=${MAX_MEMORY:-512M}
