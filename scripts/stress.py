@@ -7,6 +7,9 @@ flood      SESSIONS anonymous clients each initialize and run emit_events
            (4096 events of 4 KiB on the standalone stream, no GET open),
            as in issue 12's finding 1, while a canary session reads its own
            standalone stream and checks that every data.seq arrives once.
+           With STALL=1 each flooding session first opens its standalone
+           stream (a GET with a 4 KiB receive buffer) and never reads it:
+           readers that stall, pinning what they have not sent.
 slowloris  CONNS sockets from 127.0.0.1 send half a request head and a
            byte now and then (those over the per-address cap are refused at
            once); a fresh client from 127.0.0.2 must still be served, and the
@@ -30,6 +33,7 @@ SESSIONS = int(os.environ.get("SESSIONS", "320"))
 # Each flood event's pad (the event is about 80 bytes more).
 PAD = int(os.environ.get("PAD", "4096"))
 CONNS = int(os.environ.get("CONNS", "1100"))
+STALL = os.environ.get("STALL", "0") == "1"
 MAX_MEMORY = int(os.environ["MAX_MEMORY"])
 SLACK = int(os.environ.get("SLACK", str(256 << 20)))
 DEADLINE = time.time() + float(os.environ.get("SECONDS", "300"))
@@ -121,13 +125,39 @@ def canary(result, stop, count=2000):
     result["canary"] = (len(seen), seen == list(range(1, count + 1)))
 
 
+stalled = []
+
+
+def stall(sid, source):
+    """Opens the session's standalone stream and never reads from it."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", PORT))
+    s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+              f"Mcp-Session-Id: {sid}\r\n\r\n".encode())
+    stalled.append(s)
+
+
 def flood_one(i, refused):
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
+        # With STALL, from an address of its own: two connections a session
+        # would reach the per-address cap (256) before the memory budget.
+        source = f"127.0.{1 + i // 250}.{1 + i % 250}" if STALL else "127.0.0.1"
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120, source_address=(source, 0))
         sid = initialize(conn)
+        if STALL:
+            stall(sid, source)
+            # The tool's paced publish waits for the stalled reader once it
+            # lags by half a ring: the call does not end, and its connection
+            # stays open (closing it would cancel the call).
+            conn.sock.settimeout(2)
+            stalled.append(conn)
         r = post(conn, sid, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "emit_events", "arguments": {
             "count": 4096, "payload_bytes": PAD, "target": "standalone"}}}, accept="application/json")
         r.read()
+    except TimeoutError:
+        pass  # STALL: the call paced, as it should
     except Exception as e:  # refusals (503, 429) are the server working
         refused.append(str(e))
 
@@ -154,7 +184,9 @@ def flood():
     c.join(max(0, DEADLINE - time.time()))
     stop.set()
     got, dense = result.get("canary", (0, False))
-    print(f"flood: {SESSIONS} sessions x 4096 x {PAD} B; peak RSS {peak[0] >> 20} MiB "
+    for s in stalled:
+        s.close()
+    print(f"flood: {SESSIONS} sessions x 4096 x {PAD} B{', readers stalled' if STALL else ''}; peak RSS {peak[0] >> 20} MiB "
           f"(budget {MAX_MEMORY >> 20} MiB); refused {len(refused)}; canary {got} events, "
           f"{'complete and in order' if dense else 'INCOMPLETE'}")
     return dense and peak[0] <= MAX_MEMORY + SLACK

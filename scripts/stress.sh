@@ -8,6 +8,8 @@
 #   scripts/stress.sh                         defaults below
 #   SESSIONS=100 MAX_MEMORY=256M scripts/stress.sh
 #   PAD=3900 SESSIONS=320 MAX_MEMORY=2G scripts/stress.sh   (each flood event's pad)
+#   STALL=1 SESSIONS=320 MAX_MEMORY=2G scripts/stress.sh    (each flooding session
+#                                         opens its stream and never reads it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 max_memory=${MAX_MEMORY:-512M}

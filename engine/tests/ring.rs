@@ -1309,6 +1309,77 @@ fn dropped_registrants_leave_no_wakers_behind() {
     assert_eq!(w2.0.load(std::sync::atomic::Ordering::SeqCst), 1, "nobody left to wake");
 }
 
+/// The footprint counts each payload at its allocator size class (a
+/// 4 170-byte payload takes jemalloc's 5 120-byte class), and a chunk's
+/// remembered sum is redone when its slot takes a new chunk.
+#[test]
+fn footprint_counts_payloads_at_their_size_class() {
+    let footprint = |lens: &mut dyn Iterator<Item = usize>, every: bool| {
+        let (mut p, _r) = new_ring(cfg(16, 1 << 20, 8));
+        let s = p.open_stream();
+        let mut fp = 0;
+        for len in lens {
+            let seq = p.head().0 + 1;
+            p.publish(&s, payload(seq, len)).unwrap();
+            if every {
+                fp = p.footprint();
+            }
+        }
+        if every {
+            fp
+        } else {
+            p.footprint()
+        }
+    };
+    let small = footprint(&mut std::iter::repeat_n(8, 16), false);
+    for (len, class) in [(4096, 4096), (4170, 5120), (129, 160), (8, 16)] {
+        let got = footprint(&mut std::iter::repeat_n(len, 16), false);
+        assert_eq!(got - small, 16 * (class - 16), "16 payloads of {len} bytes");
+    }
+    // 48 small, then 16 large: the retained 16 (two chunks) are large,
+    // whatever sums were remembered for the chunks their slots held.
+    let mixed =
+        |every| footprint(&mut std::iter::repeat_n(8, 48).chain(std::iter::repeat_n(4170, 16)), every);
+    let all_small = footprint(&mut std::iter::repeat_n(8, 64), false);
+    assert_eq!(mixed(true), mixed(false));
+    assert_eq!(mixed(true) - all_small, 16 * (5120 - 16));
+}
+
+/// A chunk evicted while a snapshot holds it stays in the footprint (its
+/// memory is alive) until the producer finds it released: at `evict_to`,
+/// or when it starts its next chunk.
+#[test]
+fn footprint_counts_chunks_that_readers_pin() {
+    let (mut p, r) = new_ring(cfg(64, 1 << 20, 8));
+    let s = p.open_stream();
+    for i in 0..24u64 {
+        p.publish(&s, payload(i + 1, 1000)).unwrap(); // 3 chunks of 8
+    }
+    let full = p.footprint();
+    let pinned = r.snapshot(Seq(0)).unwrap();
+    assert_eq!(p.evict_to(0), 16, "the two chunks below the head's");
+    assert!(p.footprint() >= full, "{} < {full}: the pinned chunks are alive", p.footprint());
+    drop(pinned);
+    assert_eq!(p.evict_to(0), 0);
+    let released = p.footprint();
+    assert!(released + 16 * 1024 <= full, "{released} after the snapshot let go (full: {full})");
+    // The same, released by the next chunk.
+    let pinned = r.snapshot(Seq(16)).unwrap();
+    for i in 24..32u64 {
+        p.publish(&s, payload(i + 1, 1000)).unwrap();
+    }
+    assert_eq!(p.evict_to(0), 8);
+    let with_pin = p.footprint();
+    drop(pinned);
+    assert_eq!(p.footprint(), with_pin, "counted until the producer looks");
+    p.publish(&s, payload(33, 1000)).unwrap(); // a new chunk, and 1 000 bytes more
+    assert!(
+        p.footprint() + 7 * 1024 <= with_pin,
+        "{} after the next chunk (pinned: {with_pin})",
+        p.footprint()
+    );
+}
+
 /// `evict_to` evicts whole chunks below the one being written, oldest
 /// first, until the footprint fits: explicitly (coverage, cursors and
 /// snapshots say so), never under a snapshot taken before (it pins), and
@@ -1330,10 +1401,13 @@ fn evict_to_frees_whole_chunks_explicitly() {
     assert_eq!(evicted % 8, 0, "whole chunks only");
     assert!(evicted >= 16, "evicted {evicted}");
     assert_eq!(r.oldest(), Seq(evicted + 1));
-    assert!(p.footprint() <= full - 16 * 1000, "{} after evicting {evicted}", p.footprint());
     assert_eq!(r.coverage(Seq(0)), Coverage::Evicted { oldest: Seq(evicted + 1), missing: evicted });
     assert_eq!(cursor.try_next().unwrap_err(), Lagged { wanted: Seq(1), oldest: Seq(evicted + 1) });
     assert_eq!(pinned.iter().count(), 40, "a snapshot pins what it took");
+    // Its memory counts until it lets go.
+    drop(pinned);
+    assert_eq!(p.evict_to(full), 0);
+    assert!(p.footprint() <= full - 16 * 1000, "{} after evicting {evicted}", p.footprint());
     assert_eq!((p.evicted_bytes(), r.evicted_bytes()), (evicted * 1000, evicted * 1000));
     // Never the chunk being written, however low the target.
     p.evict_to(0);

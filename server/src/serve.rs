@@ -12,6 +12,12 @@
 //!   a connection over either is answered `503 too_many_connections` with
 //!   the JSON error body and closed at once, before any request is read, so
 //!   the process never sits in an `accept` loop at its open-file limit;
+//! * a **connection buffer of 64 KiB** (`CONNECTION_BUFFER_BYTES`) instead
+//!   of hyper's 400 KB: what a connection queues for a client that does
+//!   not read stops there (one SSE write of up to 64 KiB more may wait
+//!   beside it), and a request head must fit in it (hyper answers a longer
+//!   one 431 with an empty body; heads over 16 KiB get the JSON 431 before
+//!   that, unless `ServerConfig::max_header_bytes` is raised past 64 KiB);
 //! * `accept` errors (`EMFILE` and friends) logged and retried after a pause,
 //!   never a busy loop;
 //! * a **graceful shutdown that finishes**: when `signal` resolves, the
@@ -32,6 +38,10 @@
 //! API offers no hook to give those the JSON error body.
 
 use crate::McpServer;
+
+/// Most bytes hyper buffers per HTTP/1.1 connection, each way: the write
+/// queue of a client that stalls and the longest request head.
+pub(crate) const CONNECTION_BUFFER_BYTES: usize = 64 << 10;
 use axum::extract::ConnectInfo;
 use axum::Router;
 use gapless::ErrorKind;
@@ -154,7 +164,8 @@ impl McpServer {
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout)
-            .keep_alive(true);
+            .keep_alive(true)
+            .max_buf_size(CONNECTION_BUFFER_BYTES);
         builder.http2().timer(TokioTimer::new());
         // Connection tasks, so that what outlives the grace period can be
         // aborted (finished ones are reaped as connections come in).

@@ -15,6 +15,9 @@ use crate::sync::{Arc, Ordering};
 use bytes::Bytes;
 use gapless_wire::{Seq, StreamId};
 use std::fmt;
+// Not `crate::sync`'s: the sums are a memo, not synchronization, so loom
+// need not explore them.
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Why `publish` refused an event. The ring is unchanged when it does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +110,19 @@ pub struct Producer {
     /// kept so that the next `roll` reuses its memory (still cache-warm from
     /// eviction) instead of allocating.
     spare: Option<Arc<Chunk>>,
+    /// Per slot, like `held`: the allocated size ([`alloc_size`]) of the
+    /// payloads of the slot's chunk once it is sealed, or [`UNSUMMED`]
+    /// until [`Producer::footprint`] first sums them (`roll` resets it).
+    /// Atomic only because `footprint` takes `&self`: every thread that
+    /// sums a sealed chunk stores the same value.
+    alloc_sums: Box<[AtomicUsize]>,
+    /// Chunks evicted while a snapshot, batch or cursor still held them,
+    /// each with the bytes it keeps alive (its cells and payloads): counted
+    /// in the footprint until the producer finds itself their only holder
+    /// (at its next `roll` or `evict_to`) and lets them go.
+    pinned: Vec<(Arc<Chunk>, usize)>,
+    /// Sum of `pinned`'s bytes.
+    pinned_bytes: usize,
     /// Chunks in `held` (`Some` entries).
     chunks: usize,
     /// Ids handed out so far.
@@ -149,7 +165,10 @@ impl Producer {
             bytes: 0,
             evicted_bytes: 0,
             held: (0..nslots).map(|_| None).collect(),
+            alloc_sums: (0..nslots).map(|_| AtomicUsize::new(UNSUMMED)).collect(),
             roll_at: 1,
+            pinned: Vec::new(),
+            pinned_bytes: 0,
             back: std::ptr::null(),
             tail: std::ptr::null(),
             tail_first: 0,
@@ -503,6 +522,13 @@ impl Producer {
             if let Some(c) = Arc::get_mut(&mut gone) {
                 c.recycle(0);
                 self.spare = Some(gone);
+            } else {
+                // Pinned: its memory stays counted while a reader holds it.
+                // A wholly evicted chunk lies below the head's, so every
+                // cell is written.
+                let bytes = chunk_bytes(self.geo.chunk_events) + alloc_of(&gone, 0..self.geo.chunk_events);
+                self.pinned_bytes += bytes;
+                self.pinned.push((gone, bytes));
             }
         }
     }
@@ -514,6 +540,7 @@ impl Producer {
     /// a resume needing one is refused with the numbers. For a budget that
     /// spans rings (the session layer's memory budget).
     pub fn evict_to(&mut self, target: usize) -> u64 {
+        self.release_unpinned();
         let head_chunk = self.geo.chunk_no(self.head.max(1));
         let old = self.oldest;
         let mut o = old;
@@ -542,32 +569,57 @@ impl Producer {
     }
 
     /// Bytes this producer keeps alive: retained payloads and the evicted
-    /// ones still in the oldest held chunk, the cells of every held chunk
-    /// and the spare, the slot table, stream records and tombstones. What a
-    /// snapshot or a cursor pins beyond that is not counted. Costs a walk of
-    /// at most one chunk's evicted cells.
+    /// ones still in the oldest held chunk, each at its allocator size class
+    /// (jemalloc's: a 4 170-byte payload takes 5 120 bytes), the cells
+    /// of every held chunk and the spare, the slot table, stream records and
+    /// tombstones, and the chunks eviction took while a snapshot, batch or
+    /// cursor held them (their cells and payloads), until the producer finds
+    /// them released at its next chunk or [`Producer::evict_to`]. Costs a
+    /// walk of the head's chunk (a sealed chunk is summed once, then
+    /// remembered) and one step per held chunk.
     pub fn footprint(&self) -> usize {
         self.footprint_with(self.oldest)
     }
 
-    /// [`Producer::footprint`] as it would be with `oldest` at `o` (the
-    /// retained bytes already lowered to match).
+    /// [`Producer::footprint`] as it would be with `oldest` at `o`: the
+    /// chunks before `o`'s are gone, and `o`'s holds every payload from its
+    /// first seq on, evicted or not.
     fn footprint_with(&self, o: u64) -> usize {
         let geo = &self.geo;
-        // Evicted payloads of the chunk `o` is in, still held by it.
-        let k = geo.chunk_no(o);
-        let dead: usize = match &self.held[geo.slot_of(k)] {
-            Some(c) if c.first == geo.chunk_first(k) => {
-                (geo.chunk_first(k)..o.min(self.head + 1)).map(|s| self.payload_len(s)).sum()
+        let mut payloads = 0;
+        if o <= self.head {
+            let head_k = geo.chunk_no(self.head);
+            for k in geo.chunk_no(o)..=head_k {
+                let i = geo.slot_of(k);
+                let first = geo.chunk_first(k);
+                let Some(c) = self.held[i].as_deref().filter(|c| c.first == first) else { continue };
+                payloads += if k < head_k {
+                    match self.alloc_sums[i].load(Relaxed) {
+                        UNSUMMED => {
+                            let sum = alloc_of(c, 0..geo.chunk_events);
+                            self.alloc_sums[i].store(sum, Relaxed);
+                            sum
+                        }
+                        sum => sum,
+                    }
+                } else {
+                    alloc_of(c, 0..geo.cell_idx(self.head) + 1)
+                };
             }
-            _ => 0,
-        };
+        } else if let Some(c) = self.held[geo.slot_of(geo.chunk_no(o))].as_deref() {
+            // Nothing retained: `o` is `head + 1`, and the head's chunk,
+            // if `o` is in it, holds only evicted payloads.
+            if c.first == geo.chunk_first(geo.chunk_no(o)) && geo.cell_idx(o) > 0 {
+                payloads = alloc_of(c, 0..geo.cell_idx(o));
+            }
+        }
         let chunks = self.chunks + usize::from(self.spare.is_some());
         let records = self.shared.streams.load_full().map_or(0, |d| d.len());
-        self.bytes
-            + dead
+        payloads
+            + self.pinned_bytes
+            + self.pinned.capacity() * std::mem::size_of::<(Arc<Chunk>, usize)>()
             + chunks * chunk_bytes(geo.chunk_events)
-            + geo.slots() * 2 * std::mem::size_of::<usize>()
+            + geo.slots() * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<AtomicUsize>())
             + records * RECORD_BYTES
             + self.tomb_order.len() * TOMBSTONE_BYTES
     }
@@ -588,6 +640,9 @@ impl Producer {
     #[cold]
     #[inline(never)]
     fn roll(&mut self, seq: u64) {
+        if !self.pinned.is_empty() {
+            self.release_unpinned();
+        }
         let c = self.geo.chunk_events;
         if !self.back.is_null() {
             // SAFETY: the back chunk is the head's (`seq - 1` is its last
@@ -613,12 +668,26 @@ impl Producer {
         // `seq - 1 - (nslots - 1) * C`, below it, because
         // `(nslots - 1) * C >= ceil(cap / C) * C >= cap`.
         let i = self.geo.slot_of(k);
+        self.alloc_sums[i].store(UNSUMMED, Relaxed);
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.back = Arc::as_ptr(&chunk);
         self.held[i] = Some(chunk);
         self.chunks += 1;
         self.roll_at = (seq + c as u64).min(MAX_SEQ + 1);
+    }
+
+    /// Lets go of the evicted chunks that no reader holds any more.
+    fn release_unpinned(&mut self) {
+        let mut freed = 0;
+        self.pinned.retain(|(c, bytes)| {
+            let held = Arc::strong_count(c) > 1;
+            if !held {
+                freed += bytes;
+            }
+            held
+        });
+        self.pinned_bytes -= freed;
     }
 
     /// Wakes waiting readers (after a change they wait for that is not a new
@@ -643,6 +712,34 @@ fn chunk_bytes(c: usize) -> usize {
         + std::mem::size_of::<Chunk>()
         + 2 * std::mem::size_of::<usize>()
 }
+
+/// The allocated size of the payloads in cells `cells` of `c`, each
+/// written and not rewritten while `c` is held.
+fn alloc_of(c: &Chunk, cells: std::ops::Range<usize>) -> usize {
+    // SAFETY: callers pass only cells the producer wrote (up to the head,
+    // or a whole sealed chunk) of a chunk it holds; cells are never
+    // rewritten while their chunk is held.
+    cells.map(|i| alloc_size(unsafe { c.get(i) }.payload.len())).sum()
+}
+
+/// What the allocator takes for `len` bytes: jemalloc's size classes (the
+/// bundled server's allocator), 16-byte steps up to 128 and four classes
+/// per doubling above, so up to a quarter more than `len`; glibc's malloc
+/// takes no more than this beyond its own 16-byte rounding. 0 for 0 (an
+/// empty `Bytes` allocates nothing). A payload that shares its allocation
+/// with others (a slice of a larger `Bytes`) is counted as if it had its
+/// own: the count errs high.
+pub(crate) fn alloc_size(len: usize) -> usize {
+    if len <= 128 {
+        return (len + 15) & !15;
+    }
+    // len - 1 lies in [2^b, 2^(b+1)): four classes of 2^(b-2) each.
+    let step = 1usize << (usize::BITS - (len - 1).leading_zeros() - 3);
+    (len + step - 1) & !(step - 1)
+}
+
+/// [`Producer::alloc_sums`] of a slot whose chunk was not summed yet.
+const UNSUMMED: usize = usize::MAX;
 
 /// Bytes of one stream record with its `Arc` and directory entry.
 const RECORD_BYTES: usize = std::mem::size_of::<StreamRecord>() + 4 * std::mem::size_of::<usize>();
@@ -679,5 +776,43 @@ impl Drop for Producer {
         self.shared.window.evicted_bytes.store(self.evicted_bytes, Ordering::Relaxed);
         self.shared.closed.store(true, Ordering::Release);
         self.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alloc_size;
+
+    /// jemalloc's classes, as `malloc_usable_size` reports them.
+    #[test]
+    fn alloc_size_is_jemallocs_size_class() {
+        let cases = [
+            (0, 0),
+            (1, 16),
+            (16, 16),
+            (17, 32),
+            (128, 128),
+            (129, 160),
+            (160, 160),
+            (161, 192),
+            (256, 256),
+            (257, 320),
+            (4096, 4096),
+            (4097, 5120),
+            (4170, 5120),
+            (5121, 6144),
+            (7169, 8192),
+            (16 << 10, 16 << 10),
+            ((16 << 10) + 1, 20 << 10),
+            ((1 << 20) + 1, 1280 << 10),
+        ];
+        for (len, class) in cases {
+            assert_eq!(alloc_size(len), class, "{len}");
+        }
+        // Never less than asked, never more than a quarter over (above 128).
+        for len in 129..100_000 {
+            let c = alloc_size(len);
+            assert!(c >= len && c * 4 <= len * 5 + 3 * 4, "{len} -> {c}");
+        }
     }
 }

@@ -156,7 +156,8 @@ impl fmt::Debug for TaskEvents {
 
 /// Where the producer lives.
 enum Writer {
-    Own(Producer),
+    /// Boxed: a producer is a few hundred bytes, a `Charged` two pointers.
+    Own(Box<Producer>),
     /// Behind a hub's ledger: counted and reclaimed by its budget.
     Charged(Charged),
 }
@@ -185,7 +186,7 @@ impl TaskEvents {
     /// An empty stream.
     pub fn new(config: TaskEventsConfig) -> Result<Self, ConfigError> {
         let (producer, reader) = ring(RingConfig::new(config.max_events, config.max_bytes))?;
-        Self::assemble(producer, reader, config, |p| Ok((Writer::Own(p), None)))
+        Self::assemble(producer, reader, config, |p| Ok((Writer::Own(Box::new(p)), None)))
     }
 
     /// An empty stream charged to `hub`'s memory budget: it counts the
