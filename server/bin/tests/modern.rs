@@ -860,3 +860,64 @@ async fn a_request_state_serves_only_its_caller_and_only_in_time() {
     let (_, late) = call("alice", retry).await;
     assert!(late["error"]["message"].as_str().unwrap().contains("expired"), "{late}");
 }
+
+/// A handler that asks for a name, then for a confirmation, and answers
+/// with the keys of the params it was given.
+struct Keys;
+
+impl Host for Keys {
+    fn capabilities(&self) -> Value {
+        json!({"tools": {}})
+    }
+
+    fn handle(
+        &self,
+        _method: String,
+        params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        Box::pin(async move {
+            let keys: Vec<String> = params.as_object().unwrap().keys().cloned().collect();
+            let ask = |key: &str| {
+                let schema = json!({"type": "object", "properties": {key: {"type": "string"}}});
+                let mut m = serde_json::Map::new();
+                m.insert(key.into(), json!({"method": "elicitation/create", "params": {"message": key, "requestedSchema": schema}}));
+                m
+            };
+            let failed = |e: gapless_server::ClientRequestError| RpcError::invalid_params(e.to_string());
+            let name = ctx.ask(ask("name")).await.map_err(failed)?;
+            let more = ctx.ask(ask("more")).await.map_err(failed)?;
+            Ok(
+                json!({"content": [], "keys": keys, "name": name["name"]["content"]["name"], "more": more["more"]["content"]["more"]}),
+            )
+        })
+    }
+}
+
+/// A retry's answers are taken out of the params the handler gets (moved,
+/// not copied: an `inputResponses` may be megabytes), and what it brought
+/// beyond what was asked is not carried into the next round's
+/// `requestState`.
+#[tokio::test]
+async fn a_retrys_answers_leave_the_params_and_only_asked_ones_are_sealed() {
+    let server = McpServer::builder(Keys).build().unwrap();
+    let s = TestServer::at(serve(server.router()).await, "/mcp", server);
+    let (_, first) = call_with(&s, 1, "keys", json!({}), all_caps()).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let mut responses = serde_json::Map::new();
+    for i in 0..2000 {
+        responses.insert(format!("junk{i}"), accept(json!({"name": "x".repeat(100)})));
+    }
+    responses.insert("name".into(), accept(json!({"name": "Ada"})));
+    let retry = json!({"inputResponses": responses, "requestState": first["result"]["requestState"]});
+    let (_, second) = call_with(&s, 2, "keys", retry, all_caps()).await;
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    assert!(second["result"]["inputRequests"]["more"].is_object(), "{second}");
+    let state = second["result"]["requestState"].as_str().unwrap();
+    assert!(state.len() < 1024, "only the asked answer is sealed: {} bytes", state.len());
+    let last = json!({"inputResponses": {"more": accept(json!({"more": "yes"}))}, "requestState": state});
+    let (_, done) = call_with(&s, 3, "keys", last, all_caps()).await;
+    assert_eq!(done["result"]["name"], "Ada", "{done}");
+    assert_eq!(done["result"]["more"], "yes", "{done}");
+    assert_eq!(done["result"]["keys"], json!(["_meta", "arguments", "name"]), "{done}");
+}

@@ -49,7 +49,9 @@ pub trait Host: Send + Sync + 'static {
     /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
     /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
     /// [`RequestContext::ask`] was answered, and verifies the state a retry
-    /// brings (`-32602` when it does not). An application that runs its own
+    /// brings (`-32602` when it does not); the handler's params then come
+    /// without `inputResponses` and `requestState` (its asks get the
+    /// answers). An application that runs its own
     /// rounds (it builds its input-required results and reads
     /// `inputResponses` and `requestState` from the params itself, as an
     /// rmcp handler does) returns `false`: the params reach it untouched,

@@ -70,7 +70,7 @@ fn answered(response: oneshot::Receiver<Value>) -> Running {
 pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
     let (reply, response) = oneshot::channel();
     let server_info = p.host.server_info();
-    let Call { id, method, params, declared, caller, connection } = call;
+    let Call { id, method, mut params, declared, caller, connection } = call;
     let events = p.tasks.serves_events();
     if let Some(outcome) = builtin::sessionless(&*p.host, &method, &declared.version, events) {
         Answer { id, method, server_info, reply }.send(outcome);
@@ -107,11 +107,12 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
         });
         return answered(response);
     }
-    // The answers the retry brought for the handler's asks, verified; an
-    // application that runs its own rounds gets `requestState` untouched.
-    let binding = Binding { caller: caller.as_deref(), method: &answer.method, params: &params };
+    // The answers the retry brought for the handler's asks, verified,
+    // taken out of the params (moved, not copied: they may be megabytes;
+    // the digest a state binds leaves them out anyway); an application
+    // that runs its own rounds gets the params untouched.
     let answers = match p.host.seals_request_state() {
-        true => match brought(&p.input_key, &binding) {
+        true => match brought(&p.input_key, caller.as_deref(), &answer.method, &mut params) {
             Ok(a) => a,
             Err(e) => {
                 answer.send(Err(e));

@@ -351,16 +351,28 @@ impl Exchange {
 
 /// The answers a retry brings: those its `requestState` carries (verified:
 /// sealed by this server, for this request and caller, unexpired), then its
-/// `inputResponses` for keys the state does not answer. Either malformed,
-/// or a state that does not verify, is `-32602`.
-pub(crate) fn brought(key: &StateKey, b: &Binding<'_>) -> Result<Map<String, Value>, RpcError> {
-    let mut answers = match b.params.get("requestState") {
+/// `inputResponses` for keys the state does not answer. Both are taken out
+/// of `params` (the handler asks for its answers; the state's digest leaves
+/// them out). Either malformed, or a state that does not verify, is
+/// `-32602`.
+pub(crate) fn brought(
+    key: &StateKey,
+    caller: Option<&str>,
+    method: &str,
+    params: &mut Value,
+) -> Result<Map<String, Value>, RpcError> {
+    let (state, responses) = match params.as_object_mut() {
+        Some(m) => (m.remove("requestState"), m.remove("inputResponses")),
+        None => (None, None),
+    };
+    let b = Binding { caller, method, params };
+    let mut answers = match state {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::String(t)) => request_state::open(key, b, t)
+        Some(Value::String(t)) => request_state::open(key, &b, &t)
             .map_err(|why| RpcError::invalid_params(format!("requestState rejected: {why}")))?,
         Some(_) => return Err(RpcError::invalid_params("requestState must be a string")),
     };
-    match b.params.get("inputResponses") {
+    match responses {
         None | Some(Value::Null) => {}
         Some(Value::Object(r)) => {
             for (k, v) in r {
@@ -369,7 +381,7 @@ pub(crate) fn brought(key: &StateKey, b: &Binding<'_>) -> Result<Map<String, Val
                         "inputResponses[{k:?}] must be an object (the client's result for that input request)"
                     )));
                 }
-                answers.entry(k.clone()).or_insert_with(|| v.clone());
+                answers.entry(k).or_insert(v);
             }
         }
         Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object")),

@@ -57,20 +57,7 @@ fn hmac(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
 /// gives the same bytes, whatever order the client sent its keys in.
 fn canonical(v: &Value, out: &mut String) {
     match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(&m[k], out);
-            }
-            out.push('}');
-        }
+        Value::Object(m) => canonical_object(m, &[], out),
         Value::Array(a) => {
             out.push('[');
             for (i, x) in a.iter().enumerate() {
@@ -85,17 +72,35 @@ fn canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// The digest a token binds: the request's params but what a retry may
-/// change (`_meta`, `inputResponses`, `requestState`).
-fn digest(params: &Value) -> String {
-    let mut p = params.clone();
-    if let Some(m) = p.as_object_mut() {
-        for k in ["_meta", "inputResponses", "requestState"] {
-            m.remove(k);
+/// [`canonical`] of an object without its keys in `skip` (at its own
+/// level only).
+fn canonical_object(m: &Map<String, Value>, skip: &[&str], out: &mut String) {
+    let mut keys: Vec<&String> = m.keys().filter(|k| !skip.contains(&k.as_str())).collect();
+    keys.sort();
+    out.push('{');
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
         }
+        out.push_str(&Value::String(k.clone()).to_string());
+        out.push(':');
+        canonical(&m[k], out);
     }
+    out.push('}');
+}
+
+/// What a retry may change in a request's params: left out of the digest.
+pub(crate) const RETRY_KEYS: [&str; 3] = ["_meta", "inputResponses", "requestState"];
+
+/// The digest a token binds: the request's params but what a retry may
+/// change ([`RETRY_KEYS`]), without copying them (an `inputResponses` may
+/// be megabytes).
+fn digest(params: &Value) -> String {
     let mut s = String::new();
-    canonical(&p, &mut s);
+    match params {
+        Value::Object(m) => canonical_object(m, &RETRY_KEYS, &mut s),
+        other => canonical(other, &mut s),
+    }
     Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
