@@ -287,6 +287,29 @@ def discover_flood(a):
         a.count(status, body)
 
 
+def unknown_tools(a):
+    """tools/call of 2 000 tools that do not exist, 32 at a time, with an
+    Mcp-Param-* header: each is checked against the application's tool list
+    (listed again for a tool not in it at most once a second)."""
+    lock = threading.Lock()
+
+    def worker():
+        c = conn()
+        for _ in range(2000 // 32):
+            name = f"t{random.getrandbits(64):x}"
+            status, body = call(c, "tools/call", {"name": name, "arguments": {"q": "x"}},
+                                headers={"mcp-param-q": "x"})
+            with lock:
+                a.count(status, body)
+
+    threads = [threading.Thread(target=worker) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.expect(set(a.outcomes) == {"200 -32602"}, "an unknown tool's call was not refused -32602")
+
+
 def task_stream_guesses(a, foreign):
     """tasks/stream of 3000 guessed task ids, and of the canary's own."""
     c = conn()
@@ -316,6 +339,7 @@ def main():
     good &= Attack("large inputResponses").run(large_input_responses)
     good &= Attack("headers and _meta").run(big_params)
     good &= Attack("discover/list flood").run(discover_flood)
+    good &= Attack("unknown tools").run(unknown_tools)
     foreign = find_canary_task()
     good &= Attack("tasks/stream guesses").run(lambda a: task_stream_guesses(a, foreign))
     t.join(600)

@@ -6,15 +6,23 @@
 # tasks/stream of guessed and foreign task ids, one after another beside a
 # canary task stream that must lose nothing. Prints each attack's server
 # CPU, peak RSS and what the attacker got (scripts/hostile.py has the
-# details). The outcomes CI checks are tests in server/bin/tests.
+# details). .ci/run runs it on the debug build.
 #
 #   scripts/hostile.sh
 #   CANARY=8000 scripts/hostile.sh     (the canary task's events)
+#   PROFILE=debug scripts/hostile.sh   (the debug build, as .ci/run does: the
+#                                       refusals and the canary are the same;
+#                                       CPU figures are not)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p gapless-server-bin
+profile=${PROFILE:-release}
+case $profile in
+  release) cargo build --release -q -p gapless-server-bin ;;
+  debug) cargo build -q -p gapless-server-bin ;;
+  *) echo "PROFILE must be release or debug" >&2; exit 2 ;;
+esac
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-target/release/gapless-server --bind "127.0.0.1:$port" --max-memory 512M >/tmp/gapless-hostile.log 2>&1 &
+"target/$profile/gapless-server" --bind "127.0.0.1:$port" --max-memory 512M >/tmp/gapless-hostile.log 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
