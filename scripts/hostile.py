@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import random
+import socket
 import sys
 import threading
 import time
@@ -205,6 +206,35 @@ def listen_flood(a):
         c.close()
 
 
+def stalled_task_streams(a):
+    """100 tasks/stream of one task whose kept events (1 MiB of 60 KB
+    events) are replayed into connections that never read (4 KiB receive
+    buffers): each holds at most its queue (256 KiB), one event and the
+    connection's buffer."""
+    c = conn()
+    status, created = call(c, "tools/call", {"name": "task_events", "arguments": {
+        "count": 40, "payload_bytes": 60000}})
+    a.count(status, created)
+    task = created["result"]["taskId"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/stream", "params": {"taskId": task, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}}}}}).encode()
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: {V}\r\n"
+            f"Mcp-Method: tasks/stream\r\nMcp-Name: {task}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    socks = []
+    for _ in range(100):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", PORT))
+        sock.sendall(head + body)
+        socks.append(sock)
+        a.count("stalled", None)
+    time.sleep(2)
+    for sock in socks:
+        sock.close()
+
+
 def task_flood(a):
     """Tasks until refused: the per-client cap."""
     c = conn()
@@ -334,6 +364,7 @@ def main():
     t.start()
     good = True
     good &= Attack("listen flood").run(listen_flood)
+    good &= Attack("stalled task streams").run(stalled_task_streams)
     good &= Attack("task flood").run(task_flood)
     good &= Attack("requestState abuse").run(request_state_abuse)
     good &= Attack("large inputResponses").run(large_input_responses)

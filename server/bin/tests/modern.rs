@@ -394,7 +394,7 @@ async fn a_slow_reader_holds_the_handler_back_and_closing_cancels_it() {
     let r =
         modern(&s, 1, "tools/call", with_meta(json!({"name": "flood", "arguments": {}}), json!({}))).await;
     assert_eq!(header(r.headers(), "content-type").as_deref(), Some("text/event-stream"));
-    // Unread, the response stream fills up: the queue (64 messages) plus
+    // Unread, the response stream fills up: the queue (256 KiB) plus
     // what the sockets buffer, some megabytes, not the gigabytes the loop
     // would send in this second.
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -15,6 +15,7 @@ use crate::host::{RequestContext, Via};
 use crate::sessionless::exchange::{brought, End, Exchange, Origin, Running};
 use crate::sessionless::filter::Filter;
 use crate::sessionless::inflight::Permit;
+use crate::sessionless::queue::queue;
 use crate::sessionless::Declared;
 use crate::tasks::{self, Tasks};
 use crate::vocab::jsonrpc::{self, RpcError};
@@ -23,7 +24,7 @@ use crate::vocab::sync::lock;
 use futures_util::future::BoxFuture;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// A checked 2026-07-28 request.
@@ -60,7 +61,7 @@ impl Answer {
 
 /// A response that is already answered: no notification comes.
 fn answered(response: oneshot::Receiver<Value>) -> Running {
-    let (_, notifications) = mpsc::channel(1);
+    let (_, notifications) = queue();
     Running { notifications, response, cancel: CancellationToken::new() }
 }
 
@@ -77,7 +78,7 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
         return answered(response);
     }
     if method == "subscriptions/listen" {
-        let (tx, notifications) = mpsc::channel(crate::sessionless::exchange::EXCHANGE_CAPACITY);
+        let (tx, notifications) = queue();
         match Filter::of(&params, &p.host.capabilities()) {
             // Task status notifications need the extension declared.
             Ok(f) if !f.task_ids.is_empty() && !tasks::declares(&declared.capabilities) => {

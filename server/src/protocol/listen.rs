@@ -7,12 +7,13 @@ use super::builtin::complete;
 use super::Protocol;
 use crate::sessionless::filter::{Filter, META_SUBSCRIPTION};
 use crate::sessionless::inflight::Permit;
+use crate::sessionless::queue::QueueTx;
 use crate::tasks::{Watched, LISTEN_POLL};
 use crate::vocab::jsonrpc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// A listen stream's request: its id, what it listens to, who asked, and
 /// the server's identity for its final result.
@@ -27,13 +28,7 @@ pub(super) struct Listen {
 /// then the changes announced from now on that the filter lets through,
 /// until the client closes the stream (which drops `tx`) or the server
 /// shuts down (a graceful response ends it).
-pub(super) fn listen(
-    p: &Protocol,
-    l: Listen,
-    tx: mpsc::Sender<Bytes>,
-    reply: oneshot::Sender<Value>,
-    permit: Permit,
-) {
+pub(super) fn listen(p: &Protocol, l: Listen, tx: QueueTx, reply: oneshot::Sender<Value>, permit: Permit) {
     let Listen { id, mut filter, caller, server_info } = l;
     let mut changes = p.changes.subscribe();
     let shutdown = p.shutdown.clone();

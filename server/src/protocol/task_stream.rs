@@ -7,13 +7,14 @@
 
 use super::builtin::complete;
 use super::Protocol;
-use crate::sessionless::exchange::{Running, EXCHANGE_CAPACITY};
+use crate::sessionless::exchange::Running;
 use crate::sessionless::inflight::Permit;
+use crate::sessionless::queue::queue;
 use crate::tasks::{self, notification};
 use crate::vocab::jsonrpc::{self, RpcError};
 use serde_json::{json, Value};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// A `tasks/stream` request: its id and params, what it declared, who
@@ -29,7 +30,7 @@ pub(super) struct StreamCall {
 
 /// Serves `tasks/stream`, admitted under `permit` (held while it streams).
 pub(super) fn task_stream(p: &Protocol, call: StreamCall, permit: Permit) -> Running {
-    let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
+    let (tx, notifications) = queue();
     let (reply, response) = oneshot::channel();
     let tasks = Arc::clone(&p.tasks);
     let serves = tasks::declares(&p.host.capabilities());

@@ -4,6 +4,7 @@
 //! for the handler's asks (input-required results, SEP-2322); the attempt's
 //! early end (an ask without its answers, a task created).
 
+use super::queue::{queue, QueueRx, QueueTx};
 use super::Declared;
 use crate::tasks::{self, TaskError, TaskOptions, Tasks};
 use crate::vocab::change::Announcer;
@@ -17,12 +18,8 @@ use gapless::Seq;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-
-/// How many notifications a request's response stream holds before the
-/// handler's next one waits for the client to read.
-pub(crate) const EXCHANGE_CAPACITY: usize = 64;
 
 /// How an attempt at a 2026-07-28 request ends early, from inside its
 /// handler.
@@ -53,7 +50,7 @@ pub(crate) struct Exchange {
     /// The log level the request declared.
     pub(crate) log_level: Option<LogLevel>,
     method: String,
-    tx: mpsc::Sender<Bytes>,
+    tx: QueueTx,
     sent: AtomicU64,
     /// Answers the retry brought: its verified `requestState`'s, then its
     /// `inputResponses`.
@@ -132,7 +129,7 @@ const TAKES_INPUT: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
 impl Exchange {
     /// The exchange of a request of `method` with `declared` declarations
     /// and the retry's `answers` for its asks, with the receiving ends of
-    /// its notifications (in order, bounded: [`EXCHANGE_CAPACITY`]) and of
+    /// its notifications (in order, bounded: [`queue`]) and of
     /// its attempt's early end.
     pub(crate) fn open(
         declared: Declared,
@@ -141,8 +138,8 @@ impl Exchange {
         origin: Origin,
         changes: Announcer,
         tasks: Arc<Tasks>,
-    ) -> (Arc<Self>, mpsc::Receiver<Bytes>, oneshot::Receiver<End>) {
-        let (tx, notifications) = mpsc::channel(EXCHANGE_CAPACITY);
+    ) -> (Arc<Self>, QueueRx, oneshot::Receiver<End>) {
+        let (tx, notifications) = queue();
         let (end, ended) = oneshot::channel();
         let exchange = Arc::new(Exchange {
             version: declared.version,
@@ -392,7 +389,7 @@ pub(crate) fn brought(
 /// A running 2026-07-28 request, as its response sees it.
 pub(crate) struct Running {
     /// The handler's notifications, serialized.
-    pub(crate) notifications: mpsc::Receiver<Bytes>,
+    pub(crate) notifications: QueueRx,
     /// The response message; dropped without a value when the request was
     /// cancelled (the client closed the response) or the server shut down.
     pub(crate) response: oneshot::Receiver<Value>,

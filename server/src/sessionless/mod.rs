@@ -2,14 +2,16 @@
 //! era a message is of, what a request declares about itself in `_meta`,
 //! the bound on such requests in flight (`inflight.rs`), the exchange
 //! between a running request and its response stream (`exchange.rs`), a
-//! listen stream's filter (`filter.rs`) and the tools' mirrored parameters
-//! (`mirror.rs`). Nothing here knows about HTTP, and nothing here runs the
+//! listen stream's filter (`filter.rs`), the tools' mirrored parameters
+//! (`mirror.rs`) and the queue in front of every response stream
+//! (`queue.rs`). Nothing here knows about HTTP, and nothing here runs the
 //! application: that is the protocol layer's (`protocol/`).
 
 pub(crate) mod exchange;
 pub(crate) mod filter;
 pub(crate) mod inflight;
 pub(crate) mod mirror;
+pub(crate) mod queue;
 
 use crate::vocab::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::vocab::jsonrpc::{code, Incoming, RpcError};

@@ -292,7 +292,7 @@ async fn respond(mut run: Running, acc: Accepts, keepalive: std::time::Duration,
                     // already: it goes first. No response (the server shut
                     // down) ends the stream without one.
                     let mut out = BytesMut::new();
-                    while let Ok(b) = run.notifications.try_recv() {
+                    while let Some(b) = run.notifications.try_recv() {
                         out.extend_from_slice(&frame(&b));
                     }
                     out.extend_from_slice(&frame(r.ok()?.to_string().as_bytes()));
