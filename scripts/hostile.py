@@ -245,13 +245,15 @@ def task_flood(a):
 
 
 def request_state_abuse(a):
-    """requestState replayed, tampered with, and taken to another address
-    (bound to the caller's identity: the bundled server has none, so the
-    state is the credential there, as SPEC §5.4 says)."""
+    """requestState replayed, tampered with, taken to another address (it
+    is bound to the caller's identity: the bundled server has none, so the
+    state is the credential there, as SPEC §5.4 says), and presented past
+    its TTL."""
     caps = {"elicitation": {}, "sampling": {}, "roots": {}}
     tool = "test_input_required_result_multi_round"
     c, other = conn(), conn("127.0.0.3")
     _, first = call(c, "tools/call", {"name": tool, "arguments": {}}, caps=caps)
+    issued = time.time()
     state = first["result"]["requestState"]
     answer = {"step1": {"action": "accept", "content": {"name": "Ada"}}}
     for i in range(500):
@@ -268,6 +270,12 @@ def request_state_abuse(a):
             status, body = call(c, "tools/call", {"name": tool, "arguments": {}, "requestState": state,
                                                   "inputResponses": answer}, caps=caps)
         a.count(status, body)
+    # Past its TTL (the suite's server: 3 s): refused, saying so.
+    time.sleep(max(0, 3.2 - (time.time() - issued)))
+    status, body = call(c, "tools/call", {"name": tool, "arguments": {}, "requestState": state,
+                                          "inputResponses": answer}, caps=caps)
+    a.count(status, body)
+    a.expect("expired" in str((body or {}).get("error", {}).get("message")), f"a state past its TTL: {body}")
 
 
 def large_input_responses(a):

@@ -22,7 +22,7 @@ case $profile in
   *) echo "PROFILE must be release or debug" >&2; exit 2 ;;
 esac
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"target/$profile/gapless-server" --bind "127.0.0.1:$port" --max-memory 512M >/tmp/gapless-hostile.log 2>&1 &
+"target/$profile/gapless-server" --bind "127.0.0.1:$port" --max-memory 512M --request-state-ttl-secs 3 >/tmp/gapless-hostile.log 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
