@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+import loopback
+
 PORT = int(os.environ["PORT"])
 PID = int(os.environ["PID"])
 CANARY = int(os.environ.get("CANARY", "4000"))
@@ -35,11 +37,7 @@ MAX_RSS_DELTA = int(os.environ.get("MAX_RSS_DELTA", str(64 << 20)))
 
 
 def rss():
-    with open(f"/proc/{PID}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return loopback.rss(PID)
 
 
 def cpu():
@@ -87,17 +85,7 @@ def outcome(status, body):
 
 def sse_messages(r):
     """The JSON messages of an SSE response, as they come."""
-    buf = b""
-    while True:
-        chunk = r.read1(65536)
-        if not chunk:
-            return
-        buf += chunk
-        while b"\n\n" in buf:
-            block, buf = buf.split(b"\n\n", 1)
-            data = b"".join(l[5:].lstrip() for l in block.split(b"\n") if l.startswith(b"data:"))
-            if data:
-                yield json.loads(data)
+    return (json.loads(d) for d in loopback.sse_data(r))
 
 
 def canary(result):

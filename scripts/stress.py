@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+import loopback
+
 PORT = int(os.environ["PORT"])
 PID = int(os.environ["PID"])
 SESSIONS = int(os.environ.get("SESSIONS", "320"))
@@ -40,11 +42,7 @@ DEADLINE = time.time() + float(os.environ.get("SECONDS", "300"))
 
 
 def rss():
-    with open(f"/proc/{PID}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return loopback.rss(PID)
 
 
 def fds():
@@ -74,17 +72,7 @@ def initialize(conn):
 
 def sse_events(resp):
     """Yields the data of each SSE event of a response."""
-    buf = b""
-    while True:
-        chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
-        if not chunk:
-            return
-        buf += chunk
-        while b"\n\n" in buf:
-            block, buf = buf.split(b"\n\n", 1)
-            data = b"".join(l[5:].lstrip() for l in block.split(b"\n") if l.startswith(b"data:"))
-            if data:
-                yield data
+    return loopback.sse_data(resp)
 
 
 peak = [0]
