@@ -1615,6 +1615,11 @@ async fn a_task_stream_follows_its_task_across_nodes_and_resumes_anywhere() {
     assert_eq!(ahead.unwrap()["error"]["code"], -32602, "a cursor past the last event");
 }
 
+/// Task event bounds that these tests' streams never reach (the default
+/// keeps 1 024 events: on a loaded machine the failover test's task emits
+/// more before the kill, and a late joiner then starts at the oldest kept).
+const KEEP_ALL: &[&str] = &["--task-events-max", "1000000", "--task-events-max-bytes", "268435456"];
+
 /// `kill -9` of the node running a task while another node streams its
 /// events: the stream goes on to what the dead node's writes made safe,
 /// then ends with the empty result within a few seconds (the lease), never
@@ -1622,8 +1627,8 @@ async fn a_task_stream_follows_its_task_across_nodes_and_resumes_anywhere() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_stream_of_a_killed_node_ends_and_its_events_stay() {
     let redis = RedisServer::start(&[]);
-    let mut a = Node::start(&redis.url(), &[]);
-    let (b, c) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let mut a = Node::start(&redis.url(), KEEP_ALL);
+    let (b, c) = (Node::start(&redis.url(), KEEP_ALL), Node::start(&redis.url(), KEEP_ALL));
     let created = task_call(
         &a.url,
         "tools/call",
@@ -1677,8 +1682,8 @@ async fn a_task_stream_serves_only_what_a_failover_keeps() {
     let replica_of = link.port.to_string();
     let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &replica_of]);
     let switch = Switch::start(primary.port).await;
-    let mut a = Node::start(&switch.url(), &[]);
-    let (b, c) = (Node::start(&switch.url(), &[]), Node::start(&switch.url(), &[]));
+    let mut a = Node::start(&switch.url(), KEEP_ALL);
+    let (b, c) = (Node::start(&switch.url(), KEEP_ALL), Node::start(&switch.url(), KEEP_ALL));
     until_caught_up(primary.port, replica.port).await;
     let created = task_call(
         &a.url,
