@@ -249,6 +249,41 @@ def stalled_task_streams(a):
         sock.close()
 
 
+def half_sent_bodies(a):
+    """200 connections that each declare a 3.9 MiB body and send all of it
+    but its last byte: bodies being received hold at most this client's
+    share of their budget (a quarter of the default 64 MiB); the rest are
+    refused 503 `too_many_body_bytes` as soon as their head arrives."""
+    size = (4 << 20) - (100 << 10)
+    body = b"{" + b" " * (size - 1)
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: {V}\r\n"
+            f"Mcp-Method: tools/list\r\nContent-Length: {size}\r\n\r\n").encode()
+    held = []
+    for _ in range(200):
+        sock = socket.create_connection(("127.0.0.1", PORT), 5)
+        sock.sendall(head)
+        sock.settimeout(0.2)
+        try:
+            reply = sock.recv(4096).decode("latin-1")
+        except socket.timeout:
+            reply = ""
+        if reply:
+            status = int(reply.split(" ", 2)[1])
+            a.count(status, json.loads(reply.split("\r\n\r\n", 1)[1] or "null"))
+            sock.close()
+            continue
+        sock.settimeout(5)
+        sock.sendall(body[:-1])
+        held.append(sock)
+        a.count("held", None)
+    time.sleep(1)
+    for sock in held:
+        sock.close()
+    a.expect(a.outcomes.get("503 too_many_body_bytes", 0) >= 190,
+             f"only {a.outcomes.get('503 too_many_body_bytes', 0)} of 200 were refused")
+
+
 def task_flood(a):
     """Tasks until refused: the per-client cap."""
     c = conn()
@@ -389,6 +424,7 @@ def main():
     good &= Attack("stalled task streams").run(stalled_task_streams)
     good &= Attack("listen to 64 tasks").run(listen_to_tasks)
     good &= Attack("task flood").run(task_flood)
+    good &= Attack("half-sent bodies").run(half_sent_bodies)
     good &= Attack("requestState abuse").run(request_state_abuse)
     good &= Attack("large inputResponses").run(large_input_responses)
     good &= Attack("headers and _meta").run(big_params)

@@ -10,6 +10,7 @@ use crate::session::Sessions;
 use crate::sessionless::inflight::Inflight;
 use crate::tasks::{Limits, Tasks};
 use crate::telemetry::Metrics;
+use crate::vocab::byte_budget::BodyBudget;
 use crate::vocab::change::Announcer;
 use crate::vocab::config::ServerConfig;
 use crate::vocab::identity::IdentityFn;
@@ -40,6 +41,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// The bound on 2026-07-28 requests in flight.
     pub(crate) sessionless: Arc<Inflight>,
+    /// The bound on request bodies being received.
+    pub(crate) bodies: Arc<BodyBudget>,
 }
 
 impl AppState {
@@ -141,6 +144,7 @@ pub(crate) fn build(
     }
     let input_key = StateKey::new(c.request_state_secret.as_deref());
     let sessionless = Inflight::new(c.max_stateless_inflight, c.max_stateless_inflight_per_client);
+    let bodies = Arc::new(BodyBudget::new(c.max_body_bytes_in_flight, c.max_body_bytes));
     let limits = Limits {
         ttl: c.task_ttl,
         max_ttl: c.max_task_ttl,
@@ -193,6 +197,7 @@ pub(crate) fn build(
         path,
         metrics,
         sessionless,
+        bodies,
     }))
 }
 

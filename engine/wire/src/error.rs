@@ -83,6 +83,9 @@ kinds! {
     /// The server holds its maximum of open connections (in all, or from
     /// this peer's address); answered before any request is read.
     TooManyConnections = ("too_many_connections", 503),
+    /// Request bodies being received hold the server's budget for them (in
+    /// all, or this client's share); `Retry-After` says when to try again.
+    TooManyBodyBytes = ("too_many_body_bytes", 503),
     /// The request body did not arrive within the body read timeout.
     RequestTimeout = ("request_timeout", 408),
     /// This client sent more `initialize` requests than its rate allows;
@@ -129,7 +132,7 @@ mod tests {
             assert_eq!(ErrorKind::from_wire(k.as_str()), Some(k));
             assert!((400..600).contains(&k.http_status()), "{k}: {}", k.http_status());
         }
-        assert_eq!(ErrorKind::ALL.len(), 29);
+        assert_eq!(ErrorKind::ALL.len(), 30);
         assert_eq!(ErrorKind::from_wire("no_such_kind"), None);
     }
 
@@ -148,6 +151,7 @@ mod tests {
             (K::TooManyTickets, 429),
             (K::TicketInvalid, 403),
             (K::HeadersTooLarge, 431),
+            (K::TooManyBodyBytes, 503),
         ];
         for (k, status) in table {
             assert_eq!(k.http_status(), status, "{k}");

@@ -92,6 +92,11 @@ struct Args {
     /// Seconds a request body may take to arrive whole.
     #[arg(long, default_value_t = 30)]
     body_timeout_secs: u64,
+    /// Most bytes of request bodies being received at once (a quarter of it
+    /// per client; both at least --max-body-bytes): a number with an
+    /// optional K, M, G or T.
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    max_body_bytes_in_flight: usize,
     /// Most open connections (lowered to fit the open-file limit).
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
@@ -316,6 +321,7 @@ async fn main() -> std::io::Result<()> {
     config.sse_retry = Duration::from_millis(a.sse_retry_ms);
     config.max_body_bytes = a.max_body_bytes;
     config.body_read_timeout = Duration::from_secs(a.body_timeout_secs);
+    config.max_body_bytes_in_flight = a.max_body_bytes_in_flight;
     config.max_sessions_per_client = a.max_sessions_per_client;
     config.initialize_per_sec = a.initialize_per_sec;
     config.initialize_burst = a.initialize_burst;

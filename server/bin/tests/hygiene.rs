@@ -31,7 +31,10 @@ fn read_to_close(s: &mut TcpStream) -> String {
             Ok(0) => break,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            Err(e) => panic!("connection still open after the read timeout: {e}"),
+            Err(e) => panic!(
+                "connection still open after the read timeout: {e}; read: {}",
+                String::from_utf8_lossy(&out)
+            ),
         }
     }
     String::from_utf8_lossy(&out).into_owned()
@@ -111,6 +114,122 @@ async fn bodies_that_never_finish_get_a_408() {
         assert!(reply.contains("\"error\":\"request_timeout\""), "{reply}");
         assert!(took < Duration::from_secs(3), "answered after {took:?}");
     }
+}
+
+/// A connection from `source` (a loopback address) to `addr`.
+async fn raw_from(source: &str, addr: SocketAddr) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{source}:0").parse().unwrap()).unwrap();
+    let s = sock.connect(addr).await.unwrap().into_std().unwrap();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// A POST head declaring `len` bytes of body, and the body's first bytes.
+fn upload_head(len: usize) -> String {
+    format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n{{")
+}
+
+/// A whole initialize request of exactly `len` bytes (padded with spaces).
+fn whole_initialize(len: usize) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nconnection: close\r\n";
+    format!("{head}content-length: {len}\r\n\r\n{body}{}", " ".repeat(len - body.len()))
+}
+
+fn assert_over_budget(reply: &str, says: &str) {
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(reply.contains("\"error\":\"too_many_body_bytes\""), "{reply}");
+    assert!(reply.to_ascii_lowercase().contains("retry-after: 1"), "{reply}");
+    assert!(reply.contains(says), "{says:?} in {reply}");
+}
+
+/// Request bodies being received hold a budget (here 256 KiB, a quarter
+/// per client): a client's upload that does not fit its share is refused
+/// at once with 503 `too_many_body_bytes`, before anything of it is read,
+/// while other clients' uploads are served; past the whole budget every
+/// client is refused; a chunked body is refused at the frame that does not
+/// fit; a body given up gives its share back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_being_received_hold_a_bounded_budget() {
+    let config = ServerConfig {
+        max_body_bytes: 64 << 10,
+        max_body_bytes_in_flight: 256 << 10,
+        ..ServerConfig::default()
+    };
+    let s = start_served(config, ServeConfig::default()).await;
+    let addr = s.addr;
+    // 127.0.0.1 holds 60 000 of its 65 536 bytes with an upload it does
+    // not finish.
+    let mut held = raw_from("127.0.0.1", addr).await;
+    let mut others = Vec::new();
+    for source in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        others.push(raw_from(source, addr).await);
+    }
+    let (mut more, mut chunked, mut fifth) = (
+        raw_from("127.0.0.1", addr).await,
+        raw_from("127.0.0.1", addr).await,
+        raw_from("127.0.0.5", addr).await,
+    );
+    let mut served = raw_from("127.0.0.2", addr).await;
+    let mut too_long = raw_from("127.0.0.6", addr).await;
+    tokio::task::spawn_blocking(move || {
+        // A chunked body past the body limit is still 413, not a refusal of
+        // the budget (the limit is checked first).
+        let chunk = format!("9c40\r\n{}\r\n", " ".repeat(40_000));
+        too_long
+            .write_all(
+                format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n{chunk}{chunk}").as_bytes(),
+            )
+            .unwrap();
+        let reply = read_to_close(&mut too_long);
+        assert!(reply.starts_with("HTTP/1.1 413") && reply.contains("payload_too_large"), "{reply}");
+        held.write_all(upload_head(60_000).as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        // The same client: 10 000 more do not fit its share.
+        more.write_all(upload_head(10_000).as_bytes()).unwrap();
+        assert_over_budget(&read_to_close(&mut more), "60000 of this client's 65536");
+        // Another client's whole upload of the same size is served.
+        served.write_all(whole_initialize(60_000).as_bytes()).unwrap();
+        let reply = read_to_close(&mut served);
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+        // A chunked body of the first client: its one chunk (6 000 bytes)
+        // does not fit in what its share has left (5 536).
+        let chunk = format!("{{{}", " ".repeat(5999));
+        chunked
+            .write_all(
+                format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n1770\r\n{chunk}\r\n").as_bytes(),
+            )
+            .unwrap();
+        assert_over_budget(&read_to_close(&mut chunked), "of this client's 65536");
+        // Three more clients hold 60 000 each: 240 000 of 262 144 in all,
+        // so a fifth client's 60 000 do not fit the whole budget.
+        for c in &mut others {
+            c.write_all(upload_head(60_000).as_bytes()).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        fifth.write_all(upload_head(60_000).as_bytes()).unwrap();
+        assert_over_budget(&read_to_close(&mut fifth), "hold 240000 of the 262144 bytes allowed");
+        // The first client gives up its upload: its share comes back.
+        drop(held);
+        let start = Instant::now();
+        loop {
+            let mut again = std::net::TcpStream::connect(addr).unwrap();
+            again.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            again.write_all(whole_initialize(60_000).as_bytes()).unwrap();
+            let reply = read_to_close(&mut again);
+            if reply.starts_with("HTTP/1.1 200") {
+                break;
+            }
+            assert_over_budget(&reply, "too_many_body_bytes");
+            assert!(start.elapsed() < Duration::from_secs(5), "the share never came back: {reply}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(others);
+    })
+    .await
+    .unwrap();
 }
 
 /// Over the per-address cap, a new connection is answered 503

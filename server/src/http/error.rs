@@ -20,7 +20,10 @@ impl IntoResponse for ApiError {
         // The request's body was not read to its end: the connection cannot
         // carry another request, so say so and let hyper close it instead of
         // waiting for the rest.
-        if matches!(self.kind, ErrorKind::RequestTimeout | ErrorKind::PayloadTooLarge) {
+        if matches!(
+            self.kind,
+            ErrorKind::RequestTimeout | ErrorKind::PayloadTooLarge | ErrorKind::TooManyBodyBytes
+        ) {
             r.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
         }
         // For the operator's counts (`observe.rs`), which read it from the
@@ -148,6 +151,12 @@ mod tests {
         assert_eq!(h.get("connection").unwrap(), "close");
         let (s, _, h) = sent(ApiError::new(ErrorKind::RequestTimeout, "slow")).await;
         assert_eq!((s, h.get("connection").unwrap().to_str().unwrap()), (408, "close"));
+        let (s, b, h) = sent(ApiError::new(ErrorKind::TooManyBodyBytes, "full").retry_after(1)).await;
+        assert_eq!((s, field(&b, "error").as_str()), (503, Some("too_many_body_bytes")));
+        assert_eq!(
+            (h.get("connection").unwrap().to_str().unwrap(), h.get("retry-after").unwrap().to_str().unwrap()),
+            ("close", "1")
+        );
         let (_, _, h) = sent(ApiError::unknown_session()).await;
         assert!(h.get("connection").is_none() && h.get("retry-after").is_none() && h.get("allow").is_none());
     }

@@ -11,7 +11,9 @@
 //!    `not_acceptable`); what it allows goes to the handler;
 //! 6. for a POST, a declared `Content-Length` over the body limit (413
 //!    `payload_too_large`); the body itself is wrapped so that reading more
-//!    than the limit fails the same way;
+//!    than the limit fails the same way (once the caller is known, below,
+//!    the body also takes its share of the budget for bodies being
+//!    received, `bodies.rs`: 503 `too_many_body_bytes`);
 //! 7. an `MCP-Protocol-Version` header naming a version not served (400
 //!    `unsupported_protocol_version`), except on the endpoint's POST, which
 //!    checks it once the body says which era the request is of, and on a
@@ -22,8 +24,10 @@
 //! the per-client limits (`fairness.rs`: 429 `rate_limited` or
 //! `client_session_limit`), all before the body is read.
 
+use super::bodies::{self, Charged};
 use crate::app::AppState;
 use crate::session::fairness::ClientSlot;
+use crate::vocab::byte_budget::OverBudget;
 use crate::vocab::config::{LEGACY_VERSION, MODERN_VERSIONS, SUPPORTED_VERSIONS};
 use crate::vocab::error::ApiError;
 use crate::vocab::identity::{self, Caller};
@@ -135,8 +139,6 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         if declared.is_some_and(|len| len > limit as u64) {
             return Err(ApiError::payload_too_large(limit));
         }
-        let body = std::mem::take(req.body_mut());
-        *req.body_mut() = Body::new(http_body_util::Limited::new(body, limit));
     }
     // The endpoint's POST checks the version once it has read the body: a
     // request of 2026-07-28 answers an unknown one with that revision's
@@ -159,13 +161,23 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
         }
         _ => false,
     };
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let client = match (&caller.0, peer) {
+        (Some(id), _) => Some(format!("id:{id}")),
+        (None, Some(ip)) => Some(format!("ip:{ip}")),
+        (None, None) => None,
+    };
+    if post {
+        // The body holds its share of the budget for bodies being received
+        // (`bodies.rs`): a declared length at once, else frame by frame.
+        let declared = header(req.headers(), header::CONTENT_LENGTH.as_str()).and_then(|l| l.parse().ok());
+        let mut hold = state.bodies.hold(Arc::from(client.as_deref().unwrap_or("")));
+        hold.cover(declared.unwrap_or(0))?;
+        let body = std::mem::take(req.body_mut());
+        let limited = Body::new(http_body_util::Limited::new(body, state.config.max_body_bytes));
+        *req.body_mut() = Body::new(Charged::new(limited, hold));
+    }
     if creates {
-        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-        let client = match (&caller.0, peer) {
-            (Some(id), _) => Some(format!("id:{id}")),
-            (None, Some(ip)) => Some(format!("ip:{ip}")),
-            (None, None) => None,
-        };
         if let Some(client) = client {
             let slot = state.fairness.admit(&client)?;
             req.extensions_mut().insert(NewSession(Arc::new(std::sync::Mutex::new(Some(slot)))));
@@ -192,7 +204,19 @@ pub(crate) async fn read_body(state: &AppState, body: Body) -> Result<bytes::Byt
     let timeout = state.config.body_read_timeout;
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, usize::MAX)).await {
         Ok(Ok(b)) => Ok(b),
-        Ok(Err(_)) => Err(ApiError::payload_too_large(state.config.max_body_bytes)),
+        Ok(Err(e)) => {
+            let e = e.into_inner();
+            if let Some(over) = bodies::find::<OverBudget>(&*e) {
+                return Err(over.refusal());
+            }
+            if bodies::find::<http_body_util::LengthLimitError>(&*e).is_some() {
+                return Err(ApiError::payload_too_large(state.config.max_body_bytes));
+            }
+            // The connection failed (the client left, or HTTP/2 reset the
+            // stream): nobody may read the answer, but it says what
+            // happened.
+            Err(ApiError::malformed(format!("the request body could not be read: {e}")))
+        }
         Err(_) => Err(ApiError::new(
             ErrorKind::RequestTimeout,
             format!("the request body did not arrive within {} ms", timeout.as_millis()),

@@ -1,5 +1,6 @@
 //! The HTTP side: the router, the request guard every route passes through
-//! (`guard.rs`), a refusal as a response (`error.rs`), and one file or
+//! (`guard.rs`) and its budget for request bodies being received
+//! (`bodies.rs`), a refusal as a response (`error.rs`), and one file or
 //! folder per route.
 //!
 //! | route | file |
@@ -13,6 +14,7 @@
 //! backend's (`backend/`); every route is served the same on either
 //! (the legacy transport in a cluster: §8.9).
 
+mod bodies;
 mod endpoint;
 mod error;
 mod guard;

@@ -20,6 +20,12 @@ pub struct ServerConfig {
     /// stops short of its `Content-Length`, is answered 408
     /// `request_timeout` instead of holding its connection.
     pub body_read_timeout: Duration,
+    /// Most bytes of request bodies being received at once (default 64
+    /// MiB), a quarter of it per client (identity, else IP address); both
+    /// at least `max_body_bytes`. A body takes its declared length, or each
+    /// frame as it arrives, until it has been read; over either bound it is
+    /// answered 503 `too_many_body_bytes` with `Retry-After: 1`.
+    pub max_body_bytes_in_flight: usize,
     /// Largest accepted total size of request headers (default 16 KiB).
     pub max_header_bytes: usize,
     /// Allowed `Origin` values (exact, e.g. `https://app.example`). Origins
@@ -118,6 +124,7 @@ impl Default for ServerConfig {
             legacy_sse: true,
             max_body_bytes: 4 << 20,
             body_read_timeout: Duration::from_secs(30),
+            max_body_bytes_in_flight: 64 << 20,
             max_header_bytes: 16 << 10,
             allowed_origins: Vec::new(),
             allow_loopback_origins: true,

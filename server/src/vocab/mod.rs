@@ -1,10 +1,12 @@
 //! The vocabulary every layer shares, and nothing else: JSON-RPC shapes,
 //! the configuration, the error types, the caller's identity, the sealed
 //! `requestState`, log levels, announced changes, header names, the lock
-//! helper, the session tag of logs, a token bucket and the clock. It
+//! helper, the session tag of logs, a token bucket, a byte budget and the
+//! clock. It
 //! imports no other module of the crate.
 
 pub(crate) mod bucket;
+pub(crate) mod byte_budget;
 pub(crate) mod change;
 pub mod config;
 pub mod error;
