@@ -3,14 +3,82 @@
 //! it is and at every change, to its terminal status.
 
 use super::{now_ms, visible, wire, Tasks};
-use crate::backend::task_store::{Lookup, Status};
+use crate::backend::task_store::{Lookup, Status, StoreError};
+use crate::vocab::sync::lock;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How often a listen stream looks at the tasks it watches.
 pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(500);
+
+/// How long a read of a watched task serves every listen stream of this
+/// node that looks at the task.
+const SHARED_FOR: Duration = Duration::from_millis(250);
+
+/// A read of a task, and when it was made.
+type Read = Option<(Instant, Arc<Result<Lookup, StoreError>>)>;
+
+/// The reads of watched tasks, shared by every listen stream of this node:
+/// a task read within [`SHARED_FOR`] is not read again, and streams that
+/// look at once wait for the one read, so the store is asked about each
+/// watched task about twice per poll however many streams watch it (one
+/// client's 256 streams of 64 tasks each were 32 768 reads a second, each a
+/// Redis round trip and a parse in a cluster).
+#[derive(Default)]
+pub(crate) struct SharedReads {
+    reads: Mutex<Reads>,
+}
+
+impl std::fmt::Debug for SharedReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedReads").field("tasks", &lock(&self.reads).by_id.len()).finish()
+    }
+}
+
+#[derive(Default)]
+struct Reads {
+    by_id: HashMap<String, Arc<tokio::sync::Mutex<Read>>>,
+    /// How many entries there were after the last sweep.
+    swept_to: usize,
+}
+
+impl SharedReads {
+    /// Task `id` as the store has it now, or as it had it within
+    /// [`SHARED_FOR`].
+    async fn get(&self, tasks: &Tasks, id: &str) -> Arc<Result<Lookup, StoreError>> {
+        let slot = {
+            let mut reads = lock(&self.reads);
+            // Entries go once stale: swept whenever their number has doubled
+            // since the last sweep (ids watched are the caller's existing
+            // tasks, so they are bounded by the task limits).
+            if reads.by_id.len() >= 2 * reads.swept_to.max(64) {
+                reads.by_id.retain(|_, s| {
+                    Arc::strong_count(s) > 1
+                        || s.try_lock()
+                            .map_or(true, |r| r.as_ref().is_some_and(|(at, _)| at.elapsed() < SHARED_FOR))
+                });
+                reads.swept_to = reads.by_id.len();
+            }
+            Arc::clone(reads.by_id.entry(id.to_owned()).or_default())
+        };
+        let mut read = slot.lock().await;
+        if let Some((at, l)) = &*read {
+            if at.elapsed() < SHARED_FOR {
+                return Arc::clone(l);
+            }
+        }
+        let l = Arc::new(tasks.store.get(id, now_ms()).await);
+        *read = Some((Instant::now(), Arc::clone(&l)));
+        l
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.reads).by_id.len()
+    }
+}
 
 /// The tasks a `subscriptions/listen` stream watches (`taskIds`), and what
 /// it last sent of each.
@@ -59,21 +127,73 @@ impl Watched {
     /// One at a time, so that a stream holds at most one built and what its
     /// queue holds.
     pub(crate) async fn change(&mut self, id: &str) -> Option<Map<String, Value>> {
-        let l = match self.tasks.store.get(id, now_ms()).await {
-            Ok(l) => visible(l, self.caller.as_deref()),
+        let read = self.tasks.listen_reads.get(&self.tasks, id).await;
+        let r = match &*read {
             Err(_) => return None,
-        };
-        let Lookup::Found(r) = l else {
-            self.seen.remove(id);
-            return None;
+            Ok(Lookup::Found(r)) if r.owner.is_none() || r.owner == self.caller => r,
+            Ok(_) => {
+                self.seen.remove(id);
+                return None;
+            }
         };
         let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
-        let out = (self.seen.get(id) != Some(&mark)).then(|| wire(&r, true));
+        let out = (self.seen.get(id) != Some(&mark)).then(|| wire(r, true));
         if r.status.is_terminal() {
             self.seen.remove(id);
         } else {
             self.seen.insert(id.to_owned(), mark);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::task_store::MemoryTasks;
+    use crate::tasks::Limits;
+
+    fn tasks() -> Tasks {
+        let limits = Limits {
+            ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+            max_tasks: 10,
+            max_per_client: 10,
+            max_result_bytes: 1 << 10,
+            events: None,
+        };
+        let hub = Arc::new(gapless::Hub::new(gapless::HubConfig::default()).unwrap());
+        Tasks::new(
+            Arc::new(MemoryTasks::new()),
+            limits,
+            None,
+            Arc::new(crate::telemetry::Metrics::new()),
+            hub,
+            None,
+        )
+    }
+
+    /// A read is shared while fresh, and a stale one is swept once the
+    /// entries have doubled, so ids looked at once do not stay.
+    #[tokio::test]
+    async fn reads_are_shared_while_fresh_and_swept_once_stale() {
+        let t = tasks();
+        let first = t.listen_reads.get(&t, "a").await;
+        assert!(Arc::ptr_eq(&first, &t.listen_reads.get(&t, "a").await), "a fresh read is shared");
+        assert!(matches!(*first, Ok(Lookup::Unknown)));
+        for i in 1..150 {
+            t.listen_reads.get(&t, &format!("t{i}")).await;
+        }
+        // The sweep at 128 found them all fresh.
+        assert_eq!(t.listen_reads.len(), 150);
+        tokio::time::sleep(SHARED_FOR + Duration::from_millis(50)).await;
+        assert!(!Arc::ptr_eq(&first, &t.listen_reads.get(&t, "a").await), "a stale read is made again");
+        for i in 0..107 {
+            t.listen_reads.get(&t, &format!("u{i}")).await;
+        }
+        // At 256 (before u106) the 149 stale ones went; "a" (read again)
+        // and the new ones stay.
+        assert_eq!(t.listen_reads.len(), 108);
     }
 }

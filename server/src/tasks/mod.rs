@@ -141,6 +141,8 @@ pub(crate) struct Tasks {
     metrics: Arc<crate::telemetry::Metrics>,
     /// The tasks' event streams (SEP-2694), when served.
     events: Option<events::EventStreams>,
+    /// Listen streams' reads of the tasks they watch, shared.
+    listen_reads: listen::SharedReads,
 }
 
 /// A task running here: how to stop it, and how to wake it when input
@@ -233,7 +235,8 @@ impl Tasks {
             Some(c) => events::EventStreams::cluster(c, max),
             None => events::EventStreams::new(Some(hub), config, max),
         });
-        Tasks { store, limits, node, running: Default::default(), metrics, events }
+        let listen_reads = listen::SharedReads::default();
+        Tasks { store, limits, node, running: Default::default(), metrics, events, listen_reads }
     }
 
     /// Whether `tasks/stream` is served (task event streams, SEP-2694).
