@@ -156,6 +156,25 @@ struct Args {
     /// Largest payload of one task event, serialized (bytes).
     #[arg(long, default_value_t = 64 << 10)]
     max_task_event_bytes: usize,
+    /// Largest total size of a request's headers (bytes).
+    #[arg(long, default_value_t = 16 << 10)]
+    max_header_bytes: usize,
+    /// Largest result of a task, serialized (bytes); a larger one fails the
+    /// task.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_task_result_bytes: usize,
+    /// Most bytes a WebSocket's writer may hold unsent before the socket is
+    /// closed.
+    #[arg(long, default_value_t = 1 << 20)]
+    max_socket_write_buffer: usize,
+    /// Most ping (and pong) frames a WebSocket may send per second (bursts
+    /// of ten times that).
+    #[arg(long, default_value_t = 50)]
+    max_socket_pings_per_sec: u32,
+    /// Seconds a server → client request (sampling, elicitation) waits for
+    /// its response.
+    #[arg(long, default_value_t = 60)]
+    client_request_timeout_secs: u64,
     /// Seconds in-flight requests may run on after SIGTERM or SIGINT.
     #[arg(long, default_value_t = 10)]
     shutdown_grace_secs: u64,
@@ -332,6 +351,11 @@ async fn main() -> std::io::Result<()> {
     config.task_ttl = Duration::from_secs(a.task_ttl_secs.max(1));
     config.max_tasks = a.max_tasks;
     config.max_tasks_per_client = a.max_tasks_per_client;
+    config.max_header_bytes = a.max_header_bytes;
+    config.max_task_result_bytes = a.max_task_result_bytes;
+    config.max_socket_write_buffer = a.max_socket_write_buffer;
+    config.max_socket_pings_per_sec = a.max_socket_pings_per_sec;
+    config.client_request_timeout = Duration::from_secs(a.client_request_timeout_secs.max(1));
     config.task_events_max = a.task_events_max;
     config.task_events_max_bytes = a.task_events_max_bytes;
     config.task_events_max_age = Duration::from_secs(a.task_events_max_age_secs.max(1));
