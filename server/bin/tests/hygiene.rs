@@ -561,3 +561,45 @@ async fn initialize_is_refused_when_the_memory_budget_is_spent() {
     let ping = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"ping"});
     assert_eq!(s.post(Some(&sessions[0]), ping).await.status(), 200);
 }
+
+/// The binary's flags for these limits reach the server: `--max-header-bytes`
+/// (431) and `--max-body-bytes-in-flight` (503 once a client's share, here
+/// the whole budget, is held).
+#[test]
+fn the_binarys_limit_flags_take_effect() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}"), "--max-header-bytes", "1024"])
+        .args(["--max-body-bytes", "65536", "--max-body-bytes-in-flight", "64K"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let up = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut big = raw(addr);
+    let pad = "a".repeat(2000);
+    big.write_all(
+        format!("DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nconnection: close\r\nx-pad: {pad}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let reply = read_to_close(&mut big);
+    assert!(reply.starts_with("HTTP/1.1 431") && reply.contains("headers_too_large"), "{reply}");
+    let mut held = raw(addr);
+    held.write_all(upload_head(60_000).as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut more = raw(addr);
+    more.write_all(upload_head(10_000).as_bytes()).unwrap();
+    assert_over_budget(&read_to_close(&mut more), "hold 60000 of the 65536 bytes allowed");
+    drop(held);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
