@@ -503,20 +503,40 @@ fn ask<'a, K: Sink>(
 
 /// Publishes a notification of an rmcp service loop on `sink`: a
 /// `notifications/message` through the session's log level, anything else
-/// as rmcp serialized it.
+/// as rmcp serializes it. Neither goes through a `serde_json::Value` of the
+/// whole message: a log message's data moves to the sink, anything else is
+/// serialized once, straight to its bytes.
+// rmcp 3.11 marks the logging API deprecated (SEP-2577); clients still use it.
+#[allow(deprecated)]
 async fn publish_notification<K: Sink>(
     sink: &K,
     n: rmcp::model::JsonRpcNotification<rmcp::model::ServerNotification>,
 ) -> Result<(), LinkError> {
-    let msg = ServerJsonRpcMessage::Notification(n);
-    let v = serde_json::to_value(&msg).map_err(|e| LinkError::Refused(e.to_string()))?;
-    let p = &v["params"];
-    let sent = match (v["method"].as_str(), p["level"].as_str().and_then(LogLevel::parse)) {
+    use rmcp::model::{LoggingLevel as L, ServerNotification};
+    let sent = match n.notification {
         // Filtered by the session's level (`logging/setLevel`).
-        (Some("notifications/message"), Some(level)) => {
-            sink.log(level, p["logger"].as_str(), p.get("data").cloned().unwrap_or(Value::Null)).await
+        ServerNotification::LoggingMessageNotification(m) => {
+            let p = m.params;
+            let level = match p.level {
+                L::Debug => LogLevel::Debug,
+                L::Info => LogLevel::Info,
+                L::Notice => LogLevel::Notice,
+                L::Warning => LogLevel::Warning,
+                L::Error => LogLevel::Error,
+                L::Critical => LogLevel::Critical,
+                L::Alert => LogLevel::Alert,
+                L::Emergency => LogLevel::Emergency,
+            };
+            sink.log(level, p.logger.as_deref(), p.data).await
         }
-        _ => sink.notify(gapless::ring::exact_bytes(serde_json::to_vec(&v).expect("JSON serializes"))).await,
+        notification => {
+            let msg = ServerJsonRpcMessage::Notification(rmcp::model::JsonRpcNotification {
+                jsonrpc: n.jsonrpc,
+                notification,
+            });
+            let bytes = serde_json::to_vec(&msg).map_err(|e| LinkError::Refused(e.to_string()))?;
+            sink.notify(gapless::ring::exact_bytes(bytes)).await
+        }
     };
     sent.map_err(|e| match e {
         SendError::Closed => LinkError::Closed,

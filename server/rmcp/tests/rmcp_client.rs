@@ -233,6 +233,28 @@ async fn a_calls_logging_and_progress_reach_the_client_on_its_own_stream() {
         "{body}"
     );
     assert!(body.contains("retry: "), "a priming event first: {body}");
+    // The handler's info messages go through the session's level: under
+    // `warning` only the progress notifications and the result are sent.
+    raw_post(
+        addr,
+        Some(&sid),
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "warning"}}),
+    )
+    .await;
+    let body = raw_post(
+        addr,
+        Some(&sid),
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "emit_events", "arguments": {"count": 2}, "_meta": {"progressToken": "q"}}}),
+    )
+    .await;
+    let methods: Vec<String> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .map(|m| m["method"].as_str().unwrap_or("result").to_owned())
+        .collect();
+    assert_eq!(methods, ["notifications/progress", "notifications/progress", "result"], "{body}");
 }
 
 /// What the cutting proxy saw.
