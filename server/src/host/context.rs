@@ -151,11 +151,7 @@ impl RequestContext {
                 if x.withholds_log(Some(level.as_str())) {
                     return Ok(None);
                 }
-                let mut p = json!({"level": level.as_str(), "data": data});
-                if let Some(l) = logger {
-                    p["logger"] = json!(l);
-                }
-                self.notify("notifications/message", p).await.map(Some)
+                x.send(super::handle::log_message(level, logger, &data)).await.map(Some)
             }
         }
     }

@@ -8,7 +8,7 @@ use crate::vocab::jsonrpc;
 use bytes::Bytes;
 use gapless::session::Pacer;
 use gapless::Seq;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::fmt;
 use std::sync::Arc;
 
@@ -106,9 +106,30 @@ pub(super) async fn log_on(
     if level < sess.log_level() {
         return Ok(None);
     }
-    let mut p = json!({"level": level.as_str(), "data": data});
-    if let Some(l) = logger {
-        p["logger"] = json!(l);
+    sess.publish_bytes(stream, log_message(level, logger, &data)).await.map(Some)
+}
+
+/// A `notifications/message`, serialized straight to its bytes (no
+/// `Value` of the whole message is built: a log message is what a chatty
+/// tool sends per event).
+pub(super) fn log_message(level: LogLevel, logger: Option<&str>, data: &Value) -> Bytes {
+    #[derive(serde::Serialize)]
+    struct Message<'a> {
+        jsonrpc: &'static str,
+        method: &'static str,
+        params: Params<'a>,
     }
-    sess.publish_json(stream, &jsonrpc::notification("notifications/message", p)).await.map(Some)
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        level: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        logger: Option<&'a str>,
+        data: &'a Value,
+    }
+    let m = Message {
+        jsonrpc: "2.0",
+        method: "notifications/message",
+        params: Params { level: level.as_str(), logger, data },
+    };
+    gapless::ring::exact_bytes(serde_json::to_vec(&m).expect("JSON values serialize"))
 }
