@@ -131,6 +131,13 @@ fn upload_head(len: usize) -> String {
     format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n{{")
 }
 
+/// Sends a POST head declaring `len` bytes and all of its body but the
+/// last byte, which the server then holds while it waits for the rest.
+fn upload_all_but_one(c: &mut TcpStream, len: usize) {
+    c.write_all(upload_head(len).as_bytes()).unwrap();
+    c.write_all(" ".repeat(len - 2).as_bytes()).unwrap();
+}
+
 /// A whole initialize request of exactly `len` bytes (padded with spaces).
 fn whole_initialize(len: usize) -> String {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
@@ -146,11 +153,12 @@ fn assert_over_budget(reply: &str, says: &str) {
 }
 
 /// Request bodies being received hold a budget (here 256 KiB, a quarter
-/// per client): a client's upload that does not fit its share is refused
-/// at once with 503 `too_many_body_bytes`, before anything of it is read,
-/// while other clients' uploads are served; past the whole budget every
-/// client is refused; a chunked body is refused at the frame that does not
-/// fit; a body given up gives its share back.
+/// per client) for the bytes that have arrived: a client's upload whose
+/// declared length does not fit what its share has left is refused at once
+/// with 503 `too_many_body_bytes`, before anything of it is read, while
+/// other clients' uploads are served; past the whole budget every client is
+/// refused; a chunked body is refused at the frame that does not fit; a
+/// body given up gives its share back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_being_received_hold_a_bounded_budget() {
     let config = ServerConfig {
@@ -160,7 +168,7 @@ async fn bodies_being_received_hold_a_bounded_budget() {
     };
     let s = start_served(config, ServeConfig::default()).await;
     let addr = s.addr;
-    // 127.0.0.1 holds 60 000 of its 65 536 bytes with an upload it does
+    // 127.0.0.1 holds 59 999 of its 65 536 bytes with an upload it does
     // not finish.
     let mut held = raw_from("127.0.0.1", addr).await;
     let mut others = Vec::new();
@@ -185,17 +193,17 @@ async fn bodies_being_received_hold_a_bounded_budget() {
             .unwrap();
         let reply = read_to_close(&mut too_long);
         assert!(reply.starts_with("HTTP/1.1 413") && reply.contains("payload_too_large"), "{reply}");
-        held.write_all(upload_head(60_000).as_bytes()).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
+        upload_all_but_one(&mut held, 60_000);
+        std::thread::sleep(Duration::from_millis(200));
         // The same client: 10 000 more do not fit its share.
         more.write_all(upload_head(10_000).as_bytes()).unwrap();
-        assert_over_budget(&read_to_close(&mut more), "60000 of this client's 65536");
+        assert_over_budget(&read_to_close(&mut more), "(59999 of this client's 65536); 10000 more");
         // Another client's whole upload of the same size is served.
         served.write_all(whole_initialize(60_000).as_bytes()).unwrap();
         let reply = read_to_close(&mut served);
         assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
         // A chunked body of the first client: its one chunk (6 000 bytes)
-        // does not fit in what its share has left (5 536).
+        // does not fit in what its share has left (5 537).
         let chunk = format!("{{{}", " ".repeat(5999));
         chunked
             .write_all(
@@ -203,14 +211,14 @@ async fn bodies_being_received_hold_a_bounded_budget() {
             )
             .unwrap();
         assert_over_budget(&read_to_close(&mut chunked), "of this client's 65536");
-        // Three more clients hold 60 000 each: 240 000 of 262 144 in all,
+        // Three more clients hold 59 999 each: 239 996 of 262 144 in all,
         // so a fifth client's 60 000 do not fit the whole budget.
         for c in &mut others {
-            c.write_all(upload_head(60_000).as_bytes()).unwrap();
+            upload_all_but_one(c, 60_000);
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(200));
         fifth.write_all(upload_head(60_000).as_bytes()).unwrap();
-        assert_over_budget(&read_to_close(&mut fifth), "hold 240000 of the 262144 bytes allowed");
+        assert_over_budget(&read_to_close(&mut fifth), "hold 239996 of the 262144 bytes allowed");
         // The first client gives up its upload: its share comes back.
         drop(held);
         let start = Instant::now();
@@ -571,13 +579,23 @@ fn the_binarys_limit_flags_take_effect() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-        .args(["--bind", &format!("127.0.0.1:{port}"), "--max-header-bytes", "1024"])
-        .args(["--max-body-bytes", "65536", "--max-body-bytes-in-flight", "64K"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    /// Kills the server however the test ends.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+            .args(["--bind", &format!("127.0.0.1:{port}"), "--max-header-bytes", "1024"])
+            .args(["--max-body-bytes", "65536", "--max-body-bytes-in-flight", "64K"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let up = Instant::now();
     while TcpStream::connect(addr).is_err() {
@@ -594,12 +612,10 @@ fn the_binarys_limit_flags_take_effect() {
     let reply = read_to_close(&mut big);
     assert!(reply.starts_with("HTTP/1.1 431") && reply.contains("headers_too_large"), "{reply}");
     let mut held = raw(addr);
-    held.write_all(upload_head(60_000).as_bytes()).unwrap();
+    upload_all_but_one(&mut held, 60_000);
     std::thread::sleep(Duration::from_millis(200));
     let mut more = raw(addr);
     more.write_all(upload_head(10_000).as_bytes()).unwrap();
-    assert_over_budget(&read_to_close(&mut more), "hold 60000 of the 65536 bytes allowed");
+    assert_over_budget(&read_to_close(&mut more), "hold 59999 of the 65536 bytes allowed");
     drop(held);
-    child.kill().unwrap();
-    child.wait().unwrap();
 }

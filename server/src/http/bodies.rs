@@ -6,12 +6,15 @@
 //! that sends all of a large body but its last byte holds that much of the
 //! server's memory per connection until the body read timeout: 200
 //! connections of 3.9 MiB held 823 MiB. Here each POST body holds a share
-//! of a process-wide budget while it is received: its declared
-//! `Content-Length` at once (refused before the handler runs when it does
-//! not fit), or, for a body without one, each frame as it arrives. One
-//! client (its identity, else its IP address) may hold at most a quarter of
-//! the budget, so a client that fills its share leaves the rest to others.
-//! Over either: `503 too_many_body_bytes` with `Retry-After: 1`, the
+//! of a process-wide budget while it is received: the bytes that have
+//! arrived, frame by frame; and a body whose declared `Content-Length`
+//! does not fit what is left now is refused before the handler runs
+//! (nothing is held for bytes that have not arrived, so heads alone cannot
+//! fill the budget). One client (its identity, else its IP address) may
+//! hold at most a quarter of the budget, so a client that fills its share
+//! leaves the rest to others (a caller the server cannot tell apart, with
+//! neither, is held to the total only). Over either: `503
+//! too_many_body_bytes` with `Retry-After: 1`, and on HTTP/1.1 the
 //! connection closed (its body is left unread). The share is given back
 //! when the body is dropped: once the handler has read it, or with the
 //! request.

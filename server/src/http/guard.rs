@@ -169,10 +169,11 @@ fn check(state: &AppState, route: Route, req: &mut Request) -> Result<(), ApiErr
     };
     if post {
         // The body holds its share of the budget for bodies being received
-        // (`bodies.rs`): a declared length at once, else frame by frame.
+        // (`bodies.rs`) as its bytes arrive; a declared length that does not
+        // fit what is left now is refused before anything is read.
         let declared = header(req.headers(), header::CONTENT_LENGTH.as_str()).and_then(|l| l.parse().ok());
-        let mut hold = state.bodies.hold(Arc::from(client.as_deref().unwrap_or("")));
-        hold.cover(declared.unwrap_or(0))?;
+        state.bodies.fits(client.as_deref(), declared.unwrap_or(0))?;
+        let hold = state.bodies.hold(client.as_deref().map(Arc::from));
         let body = std::mem::take(req.body_mut());
         let limited = Body::new(http_body_util::Limited::new(body, state.config.max_body_bytes));
         *req.body_mut() = Body::new(Charged::new(limited, hold));

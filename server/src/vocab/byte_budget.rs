@@ -2,11 +2,13 @@
 //! received may hold at once (`ServerConfig::max_body_bytes_in_flight`;
 //! the HTTP layer's `http/bodies.rs` charges it as a body arrives).
 //!
-//! A hold grows to what its body has taken so far and gives it all back
-//! when dropped. One client (its identity, else its IP address) may hold
-//! at most a quarter of the budget, so a client that fills its share
-//! leaves the rest to others; both bounds are at least the largest body, so
-//! that one body of that size always fits alone.
+//! A hold grows to what its body has received so far and gives it all
+//! back when dropped; [`BodyBudget::fits`] tells, holding nothing, whether
+//! a declared length fits now. One client (its identity, else its IP
+//! address) may hold at most a quarter of the budget, so a client that
+//! fills its share leaves the rest to others; a caller with neither is held
+//! to the total only. Both bounds are at least the largest body, so that
+//! one body of that size always fits alone.
 
 use super::error::ApiError;
 use super::sync::lock;
@@ -78,8 +80,31 @@ impl BodyBudget {
         lock(&self.held).all
     }
 
-    /// A hold of nothing yet for one body of `client`.
-    pub(crate) fn hold(self: &Arc<Self>, client: Arc<str>) -> Hold {
+    /// Whether `bytes` more of `client` fit now (nothing is held): a body
+    /// whose declared length does not fit is refused before it is read.
+    pub(crate) fn fits(&self, client: Option<&str>, bytes: usize) -> Result<(), OverBudget> {
+        let held = lock(&self.held);
+        self.check(&held, client, bytes)
+    }
+
+    fn check(&self, held: &Held, client: Option<&str>, more: usize) -> Result<(), OverBudget> {
+        let client_holds = client.and_then(|c| held.by_client.get(c)).copied().unwrap_or(0);
+        let over_client = client.is_some() && client_holds.saturating_add(more) > self.per_client;
+        if held.all.saturating_add(more) > self.total || over_client {
+            return Err(OverBudget {
+                wanted: more,
+                client_holds,
+                all_hold: held.all,
+                per_client: self.per_client,
+                total: self.total,
+            });
+        }
+        Ok(())
+    }
+
+    /// A hold of nothing yet for one body of `client` (`None`: a caller
+    /// the server cannot tell apart, held to the total only).
+    pub(crate) fn hold(self: &Arc<Self>, client: Option<Arc<str>>) -> Hold {
         Hold { budget: Arc::clone(self), client, bytes: 0 }
     }
 }
@@ -88,7 +113,7 @@ impl BodyBudget {
 #[derive(Debug)]
 pub(crate) struct Hold {
     budget: Arc<BodyBudget>,
-    client: Arc<str>,
+    client: Option<Arc<str>>,
     bytes: usize,
 }
 
@@ -98,18 +123,11 @@ impl Hold {
         let Some(more) = bytes.checked_sub(self.bytes).filter(|&m| m > 0) else { return Ok(()) };
         let b = &*self.budget;
         let mut held = lock(&b.held);
-        let client_holds = held.by_client.get(&self.client).copied().unwrap_or(0);
-        if held.all.saturating_add(more) > b.total || client_holds.saturating_add(more) > b.per_client {
-            return Err(OverBudget {
-                wanted: more,
-                client_holds,
-                all_hold: held.all,
-                per_client: b.per_client,
-                total: b.total,
-            });
-        }
+        b.check(&held, self.client.as_deref(), more)?;
         held.all += more;
-        *held.by_client.entry(Arc::clone(&self.client)).or_insert(0) += more;
+        if let Some(c) = &self.client {
+            *held.by_client.entry(Arc::clone(c)).or_insert(0) += more;
+        }
         self.bytes = bytes;
         Ok(())
     }
@@ -122,10 +140,12 @@ impl Drop for Hold {
         }
         let mut held = lock(&self.budget.held);
         held.all -= self.bytes;
-        if let Some(n) = held.by_client.get_mut(&self.client) {
-            *n -= self.bytes;
-            if *n == 0 {
-                held.by_client.remove(&self.client);
+        if let Some(c) = &self.client {
+            if let Some(n) = held.by_client.get_mut(c) {
+                *n -= self.bytes;
+                if *n == 0 {
+                    held.by_client.remove(c);
+                }
             }
         }
     }
@@ -135,8 +155,8 @@ impl Drop for Hold {
 mod tests {
     use super::*;
 
-    fn client(s: &str) -> Arc<str> {
-        Arc::from(s)
+    fn client(s: &str) -> Option<Arc<str>> {
+        Some(Arc::from(s))
     }
 
     #[test]
@@ -177,6 +197,23 @@ mod tests {
         assert_eq!((b.held(), h.bytes), (8, 8));
         h.cover(10).unwrap();
         assert_eq!(b.held(), 10);
+    }
+
+    #[test]
+    fn fits_holds_nothing_and_an_unknown_caller_meets_only_the_total() {
+        let b = Arc::new(BodyBudget::new(400, 10));
+        let mut a = b.hold(client("a"));
+        a.cover(90).unwrap();
+        assert!(b.fits(Some("a"), 10).is_ok());
+        assert_eq!(b.fits(Some("a"), 11).unwrap_err().client_holds, 90);
+        assert!(b.fits(Some("b"), 100).is_ok() && b.fits(Some("b"), 101).is_err());
+        assert_eq!(b.held(), 90);
+        let mut anon = b.hold(None);
+        anon.cover(300).unwrap();
+        assert_eq!(lock(&b.held).by_client.len(), 1, "an unknown caller is no client");
+        assert_eq!(b.fits(None, 11).unwrap_err().all_hold, 390);
+        drop(anon);
+        assert_eq!(b.held(), 90);
     }
 
     #[test]

@@ -21,10 +21,12 @@ pub struct ServerConfig {
     /// `request_timeout` instead of holding its connection.
     pub body_read_timeout: Duration,
     /// Most bytes of request bodies being received at once (default 64
-    /// MiB), a quarter of it per client (identity, else IP address); both
-    /// at least `max_body_bytes`. A body takes its declared length, or each
-    /// frame as it arrives, until it has been read; over either bound it is
-    /// answered 503 `too_many_body_bytes` with `Retry-After: 1`.
+    /// MiB), a quarter of it per client (identity, else IP address; a
+    /// caller with neither is held to the total only); both at least
+    /// `max_body_bytes`. A body holds the bytes that have arrived until it
+    /// has been read; one whose declared length does not fit what is left,
+    /// or that grows past it, is answered 503 `too_many_body_bytes` with
+    /// `Retry-After: 1`.
     pub max_body_bytes_in_flight: usize,
     /// Largest accepted total size of request headers (default 16 KiB).
     pub max_header_bytes: usize,

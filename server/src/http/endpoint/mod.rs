@@ -61,6 +61,9 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     let body = read_body(&state, req.into_body()).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
+    // The parsed message is what goes on: the body's bytes are not kept for
+    // the request's lifetime (a long tool call).
+    drop(body);
     let msg = match classify(value) {
         Ok(m) => m,
         Err(e) => return Ok(rpc_error_response(StatusCode::BAD_REQUEST, e)),
