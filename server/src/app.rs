@@ -50,6 +50,7 @@ impl AppState {
     pub(crate) fn sweep(&self) {
         self.sessions.sweep();
         self.protocol.tasks.store.sweep(crate::vocab::time::now_ms());
+        self.protocol.tasks.sweep_listen_reads();
     }
 }
 

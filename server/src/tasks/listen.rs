@@ -17,6 +17,9 @@ pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(500);
 /// node that looks at the task.
 const SHARED_FOR: Duration = Duration::from_millis(250);
 
+/// How often the reads are swept while streams look.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// A read of a task, and when it was made.
 type Read = Option<(Instant, Arc<Result<Lookup, StoreError>>)>;
 
@@ -37,11 +40,30 @@ impl std::fmt::Debug for SharedReads {
     }
 }
 
-#[derive(Default)]
 struct Reads {
     by_id: HashMap<String, Arc<tokio::sync::Mutex<Read>>>,
-    /// How many entries there were after the last sweep.
+    /// How many entries there were after the last sweep, and when.
     swept_to: usize,
+    swept_at: Instant,
+}
+
+impl Default for Reads {
+    fn default() -> Self {
+        Reads { by_id: HashMap::new(), swept_to: 0, swept_at: Instant::now() }
+    }
+}
+
+impl Reads {
+    /// Drops the reads no stream is waiting on that are no longer fresh
+    /// (a record kept here may hold a task's result: none stays long).
+    fn sweep(&mut self) {
+        self.by_id.retain(|_, s| {
+            Arc::strong_count(s) > 1
+                || s.try_lock().map_or(true, |r| r.as_ref().is_some_and(|(at, _)| at.elapsed() < SHARED_FOR))
+        });
+        self.swept_to = self.by_id.len();
+        self.swept_at = Instant::now();
+    }
 }
 
 impl SharedReads {
@@ -51,15 +73,10 @@ impl SharedReads {
         let slot = {
             let mut reads = lock(&self.reads);
             // Entries go once stale: swept whenever their number has doubled
-            // since the last sweep (ids watched are the caller's existing
-            // tasks, so they are bounded by the task limits).
-            if reads.by_id.len() >= 2 * reads.swept_to.max(64) {
-                reads.by_id.retain(|_, s| {
-                    Arc::strong_count(s) > 1
-                        || s.try_lock()
-                            .map_or(true, |r| r.as_ref().is_some_and(|(at, _)| at.elapsed() < SHARED_FOR))
-                });
-                reads.swept_to = reads.by_id.len();
+            // since the last sweep, or a second has passed (and by the
+            // server's sweeper, [`SharedReads::sweep`], when nobody looks).
+            if reads.by_id.len() >= 2 * reads.swept_to.max(64) || reads.swept_at.elapsed() > SWEEP_EVERY {
+                reads.sweep();
             }
             Arc::clone(reads.by_id.entry(id.to_owned()).or_default())
         };
@@ -72,6 +89,11 @@ impl SharedReads {
         let l = Arc::new(tasks.store.get(id, now_ms()).await);
         *read = Some((Instant::now(), Arc::clone(&l)));
         l
+    }
+
+    /// Drops the stale reads (the server's sweeper calls it).
+    pub(crate) fn sweep(&self) {
+        lock(&self.reads).sweep();
     }
 
     #[cfg(test)]
@@ -195,5 +217,9 @@ mod tests {
         // At 256 (before u106) the 149 stale ones went; "a" (read again)
         // and the new ones stay.
         assert_eq!(t.listen_reads.len(), 108);
+        // The server's sweeper drops them all once stale.
+        tokio::time::sleep(SHARED_FOR + Duration::from_millis(50)).await;
+        t.listen_reads.sweep();
+        assert_eq!(t.listen_reads.len(), 0);
     }
 }

@@ -239,6 +239,11 @@ impl Tasks {
         Tasks { store, limits, node, running: Default::default(), metrics, events, listen_reads }
     }
 
+    /// Drops the listen streams' stale reads of watched tasks.
+    pub(crate) fn sweep_listen_reads(&self) {
+        self.listen_reads.sweep();
+    }
+
     /// Whether `tasks/stream` is served (task event streams, SEP-2694).
     pub(crate) fn serves_events(&self) -> bool {
         self.events.is_some()
