@@ -111,7 +111,7 @@ struct Session<S: ServerHandler> {
     client: Option<InitializeRequestParams>,
     /// Into the session-wide service: the client's notifications, responses
     /// to the requests its peer sent.
-    inbound: tokio::sync::mpsc::UnboundedSender<ClientJsonRpcMessage>,
+    inbound: tokio::sync::mpsc::UnboundedSender<Box<ClientJsonRpcMessage>>,
     /// Dropping it stops the service loop.
     _service: RunningService<RoleServer, Arc<S>>,
 }
@@ -180,7 +180,7 @@ impl<S: ServerHandler> Host for RmcpHost<S> {
         };
         match Inner::session(&self.inner, session, method == "notifications/initialized") {
             Ok(s) => {
-                let _ = s.inbound.send(parsed);
+                let _ = s.inbound.send(Box::new(parsed));
             }
             Err(e) => tracing::warn!(error = %e.message, "no handler for the session"),
         }
@@ -243,7 +243,7 @@ impl<S: ServerHandler> Inner<S> {
             // so it may finish after the request that made the session began.
             let n = message(None, "notifications/initialized", &Value::Null);
             if let Ok(n) = serde_json::from_value::<ClientJsonRpcMessage>(n) {
-                let _ = link.inbound.send(n);
+                let _ = link.inbound.send(Box::new(n));
             }
         }
         sessions.insert(id.clone(), Arc::clone(&session));
@@ -300,7 +300,7 @@ impl<S: ServerHandler> Inner<S> {
         let mut asks = FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
-                Some(Outbound { message, ack }) = link.outbound.recv() => match message {
+                Some(Outbound { message, ack }) = link.outbound.recv() => match *message {
                     // One at a time, in the order the loop sent them.
                     JsonRpcMessage::Notification(n) => {
                         let _ = ack.send(publish_notification(&*ctx, n).await);
@@ -314,7 +314,7 @@ impl<S: ServerHandler> Inner<S> {
         // What the handler sent without waiting for it (a spawned send)
         // and the loop passed on before the response.
         while let Ok(Outbound { message, ack }) = link.outbound.try_recv() {
-            let r = match message {
+            let r = match *message {
                 JsonRpcMessage::Notification(n) => publish_notification(&*ctx, n).await,
                 _ => Err(LinkError::Closed),
             };
@@ -497,7 +497,7 @@ fn ask<'a, K: Sink>(
                 Some(id),
             )
         });
-        let _ = inbound.send(msg);
+        let _ = inbound.send(Box::new(msg));
     }))
 }
 
@@ -556,10 +556,12 @@ async fn standalone<S: ServerHandler>(
     loop {
         tokio::select! {
             out = link.outbound.recv() => match out {
-                Some(Outbound { message: JsonRpcMessage::Notification(n), ack }) => {
-                    let _ = ack.send(publish_notification(&session, n).await);
-                }
-                Some(Outbound { message, ack }) => asks.extend(ask(&session, message, ack, &link)),
+                Some(Outbound { message, ack }) => match *message {
+                    JsonRpcMessage::Notification(n) => {
+                        let _ = ack.send(publish_notification(&session, n).await);
+                    }
+                    message => asks.extend(ask(&session, message, ack, &link)),
+                },
                 None => break,
             },
             Some(()) = asks.next(), if !asks.is_empty() => {}
