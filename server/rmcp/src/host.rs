@@ -49,7 +49,7 @@
 //! that received the `initialize` (in cluster mode another node's peer has
 //! none).
 
-use crate::link::{self, Link, LinkError, Outbound};
+use crate::link::{self, LinkError, Outbound, Publisher};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use gapless_server::jsonrpc::code::INTERNAL_ERROR;
@@ -232,7 +232,7 @@ impl<S: ServerHandler> Inner<S> {
             p["protocolVersion"] = json!(handle.protocol_version());
             serde_json::from_value::<InitializeRequestParams>(p).ok()
         });
-        let (transport, link) = link::pair();
+        let (transport, link) = link::pair(Arc::new(handle.clone()));
         let service = serve_directly(Arc::clone(&handler), transport, client.clone());
         let session = Arc::new(Session { handler, client, inbound: link.inbound.clone(), _service: service });
         if !initialized {
@@ -285,7 +285,7 @@ impl<S: ServerHandler> Inner<S> {
             Err(e) => return Err(RpcError::invalid_params(format!("{method}: {e}"))),
         };
         let ctx = Arc::new(ctx);
-        let (transport, mut link) = link::pair();
+        let (transport, mut link) = link::pair(Arc::clone(&ctx));
         let own = serve_directly(Unused, transport, client);
         let mut rctx = RmcpContext::new(id, own.peer().clone());
         rctx.meta = std::mem::take(request.get_meta_mut());
@@ -300,26 +300,18 @@ impl<S: ServerHandler> Inner<S> {
         let mut asks = FuturesUnordered::new();
         let outcome = loop {
             tokio::select! {
-                Some(Outbound { message, ack }) = link.outbound.recv() => match *message {
-                    // One at a time, in the order the loop sent them.
-                    JsonRpcMessage::Notification(n) => {
-                        let _ = ack.send(publish_notification(&*ctx, n).await);
-                    }
-                    other => asks.extend(ask(&*ctx, other, ack, &link)),
-                },
+                // Notifications are published by the loop's sends (`link`).
+                Some(Outbound { message, ack }) = link.outbound.recv() => {
+                    asks.extend(ask(&*ctx, *message, ack, &link.inbound));
+                }
                 Some(()) = asks.next(), if !asks.is_empty() => {}
                 r = &mut running => break r,
             }
         };
         // What the handler sent without waiting for it (a spawned send)
-        // and the loop passed on before the response.
-        while let Ok(Outbound { message, ack }) = link.outbound.try_recv() {
-            let r = match *message {
-                JsonRpcMessage::Notification(n) => publish_notification(&*ctx, n).await,
-                _ => Err(LinkError::Closed),
-            };
-            let _ = ack.send(r);
-        }
+        // and the loop passed on before the response goes out ahead of it.
+        link.finish().await;
+        drop(link);
         drop(own);
         match outcome {
             Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| {
@@ -466,13 +458,13 @@ impl Sink for SessionHandle {
 
 /// Sends a server → client request of an rmcp service loop through `sink`
 /// (acknowledged at once) and returns the future that waits for the
-/// client's answer and hands it to the loop; acknowledges anything else but
-/// a notification (which the caller publishes in order) and returns `None`.
+/// client's answer and hands it to the loop; acknowledges anything else
+/// (notifications never come here) and returns `None`.
 fn ask<'a, K: Sink>(
     sink: &'a K,
     message: ServerJsonRpcMessage,
     ack: tokio::sync::oneshot::Sender<Result<(), LinkError>>,
-    link: &Link,
+    inbound: &tokio::sync::mpsc::UnboundedSender<Box<ClientJsonRpcMessage>>,
 ) -> Option<BoxFuture<'a, ()>> {
     let _ = ack.send(Ok(()));
     let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = message else {
@@ -482,7 +474,7 @@ fn ask<'a, K: Sink>(
     let v = serde_json::to_value(&request).unwrap_or(Value::Null);
     let method = v.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
     let params = v.get("params").cloned().unwrap_or_else(|| json!({}));
-    let inbound = link.inbound.clone();
+    let inbound = inbound.clone();
     Some(Box::pin(async move {
         let id_json = serde_json::to_value(&id).unwrap_or(Value::Null);
         let reply = match sink.ask(&method, params).await {
@@ -499,6 +491,12 @@ fn ask<'a, K: Sink>(
         });
         let _ = inbound.send(Box::new(msg));
     }))
+}
+
+impl<K: Sink + Send + Sync + 'static> Publisher for Arc<K> {
+    fn publish(&self, n: link::Notification) -> impl Future<Output = Result<(), LinkError>> + Send {
+        publish_notification(&**self, n)
+    }
 }
 
 /// Publishes a notification of an rmcp service loop on `sink`: a
@@ -550,18 +548,14 @@ async fn standalone<S: ServerHandler>(
     host: Weak<Inner<S>>,
     id: String,
     session: SessionHandle,
-    mut link: Link,
+    mut link: link::Link<Arc<SessionHandle>>,
 ) {
     let mut asks = FuturesUnordered::new();
     loop {
         tokio::select! {
             out = link.outbound.recv() => match out {
-                Some(Outbound { message, ack }) => match *message {
-                    JsonRpcMessage::Notification(n) => {
-                        let _ = ack.send(publish_notification(&session, n).await);
-                    }
-                    message => asks.extend(ask(&session, message, ack, &link)),
-                },
+                // Notifications are published by the loop's sends (`link`).
+                Some(Outbound { message, ack }) => asks.extend(ask(&session, *message, ack, &link.inbound)),
                 None => break,
             },
             Some(()) = asks.next(), if !asks.is_empty() => {}
