@@ -139,6 +139,8 @@ pub(crate) struct SseBody {
     /// This stream's span (the session's tag, the stream, the framing):
     /// entered on every poll, so what the body logs carries it.
     span: tracing::Span,
+    /// The scheduler round before the next look at the ring was waited.
+    round_waited: bool,
     _guard: ConnectionGuard,
 }
 
@@ -178,6 +180,7 @@ impl SseBody {
             preface,
             ids: IdPrefix::new(),
             span,
+            round_waited: false,
             _guard: guard,
         }
     }
@@ -206,6 +209,20 @@ impl Stream for SseBody {
         }
         if let Some(preface) = this.preface.take() {
             return Poll::Ready(Some(Ok(preface)));
+        }
+        // One scheduler round before each look at the ring: tokio's
+        // `yield_now` wakes this task again once its worker has run the
+        // tasks ready now (or looks for I/O), and what they publish
+        // meanwhile joins the same write. A publisher that sends one event
+        // at a time (an rmcp handler awaiting each notification, on many
+        // sessions at once) otherwise made one socket write per event, and
+        // the writes were most of the server's CPU. Not waited again before
+        // the next look, so this never loops.
+        if !std::mem::take(&mut this.round_waited) {
+            this.round_waited = true;
+            if std::pin::pin!(tokio::task::yield_now()).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
         }
         let mut out = BytesMut::new();
         let last = match this.fill(cx, &mut out) {
