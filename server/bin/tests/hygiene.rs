@@ -353,6 +353,93 @@ async fn sigterm_finishes_with_stuck_clients() {
     drop((half, upload, sse));
 }
 
+/// A spawned server, killed however the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// CPU time (user and system) process `pid` has used.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name's closing parenthesis: state is field 3, so
+    // utime (14) and stime (15) are the 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = rest.split(' ').skip(11).take(2).map(|v| v.parse().unwrap()).collect();
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis((f[0] + f[1]) * 1000 / hz)
+}
+
+/// A stream with nothing to send costs no CPU: an SSE body that holds a
+/// small chunk back for a scheduler round (so that what is published
+/// meanwhile joins the write) never makes a round of its own while it has
+/// nothing. Its first form did, on every poll hyper made, and the server
+/// spun on two cores with one idle stream open. The binary runs alone, so
+/// its CPU time is the server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_stream_costs_no_cpu() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let up = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = TestServer::at(
+        addr,
+        "/mcp",
+        gapless_server::McpServer::builder(gapless_server_bin::demo::DemoHost).build().unwrap(),
+    );
+    let sid = s.initialize().await;
+    let mut sse = raw(addr);
+    sse.write_all(
+        format!("GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\naccept: text/event-stream\r\nmcp-session-id: {sid}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    // A few events through the stream first, one at a time (each a chunk
+    // held back for its round), then nothing.
+    for id in 1..=3 {
+        let r = s
+            .call_tool(&sid, id, "emit_events", serde_json::json!({"count": 2, "target": "standalone"}))
+            .await;
+        let body = r.text().await.unwrap();
+        assert!(body.contains("emitted 2"), "{body}");
+    }
+    sse.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = String::new();
+    let mut buf = [0u8; 4096];
+    while got.matches("\nid: ").count() < 6 {
+        let n = sse.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended: {got}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = cpu_time(child.0.id());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let used = cpu_time(child.0.id()) - before;
+    assert!(
+        used < Duration::from_millis(150),
+        "the server used {used:?} of CPU in 1.5 s with one idle stream"
+    );
+    drop(sse);
+}
+
 /// Resident memory of this process (the server runs in it), in bytes.
 fn rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -579,14 +666,6 @@ fn the_binarys_limit_flags_take_effect() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    /// Kills the server however the test ends.
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let _child = Killed(
         std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
             .args(["--bind", &format!("127.0.0.1:{port}"), "--max-header-bytes", "1024"])

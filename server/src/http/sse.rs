@@ -11,6 +11,7 @@ use crate::backend::{Feed, StoreError};
 use crate::session::{Claim, Lane, SessionState};
 use crate::vocab::secret::SessionTag;
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::task::AtomicWaker;
 use futures_util::Stream;
 use gapless::ring::{EventRef, NextBatch};
 use gapless::session::ConnectionGuard;
@@ -18,8 +19,9 @@ use gapless::{Event, StreamId};
 use std::convert::Infallible;
 use std::future::Future as _;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 /// Most payload bytes batched into one chunk (one write): a chunk holds
@@ -139,8 +141,11 @@ pub(crate) struct SseBody {
     /// This stream's span (the session's tag, the stream, the framing):
     /// entered on every poll, so what the body logs carries it.
     span: tracing::Span,
-    /// The scheduler round before the next look at the ring was waited.
-    round_waited: bool,
+    /// A chunk built at a wake-up, held until the scheduler round it waits
+    /// for has ended (see `poll_next`), with its last event.
+    partial: Option<(BytesMut, Event)>,
+    /// That round's end.
+    round: Arc<Round>,
     _guard: ConnectionGuard,
 }
 
@@ -180,7 +185,8 @@ impl SseBody {
             preface,
             ids: IdPrefix::new(),
             span,
-            round_waited: false,
+            partial: None,
+            round: Arc::default(),
             _guard: guard,
         }
     }
@@ -210,25 +216,87 @@ impl Stream for SseBody {
         if let Some(preface) = this.preface.take() {
             return Poll::Ready(Some(Ok(preface)));
         }
-        // One scheduler round before each look at the ring: tokio's
-        // `yield_now` wakes this task again once its worker has run the
-        // tasks ready now (or looks for I/O), and what they publish
-        // meanwhile joins the same write. A publisher that sends one event
-        // at a time (an rmcp handler awaiting each notification, on many
-        // sessions at once) otherwise made one socket write per event, and
-        // the writes were most of the server's CPU. Not waited again before
-        // the next look, so this never loops.
-        if !std::mem::take(&mut this.round_waited) {
-            this.round_waited = true;
-            if std::pin::pin!(tokio::task::yield_now()).poll(cx).is_pending() {
+        if let Some((mut out, last)) = this.partial.take() {
+            // hyper polls a body more than once per wake-up: held until
+            // the round has ended, then what was published meanwhile joins.
+            if !this.round.ended(cx) {
+                this.partial = Some((out, last));
                 return Poll::Pending;
             }
+            let last = match this.fill(cx, &mut out, Some(last)) {
+                Ok(last) => last,
+                Err(early) => return early,
+            };
+            return this.send(cx, out, last);
         }
         let mut out = BytesMut::new();
-        let last = match this.fill(cx, &mut out) {
+        let last = match this.fill(cx, &mut out, None) {
             Ok(last) => last,
             Err(early) => return early,
         };
+        // A chunk that is not full waits one scheduler round: tokio's
+        // `yield_now` wakes the task once its worker has run the tasks
+        // ready now (or looks for I/O), and what they publish meanwhile
+        // joins the same write, without waking this task for each event.
+        // A publisher that sends one event at a time (an rmcp handler
+        // awaiting each notification, on many sessions at once) otherwise
+        // made one socket write per event, and the writes were most of the
+        // server's CPU. Only a chunk already taken from the ring waits, and
+        // it is sent when the round ends: this never loops.
+        if !this.finished && out.len() < BATCH_BYTES && this.round.start(cx) {
+            this.partial = Some((out, last));
+            return Poll::Pending;
+        }
+        this.send(cx, out, last)
+    }
+}
+
+/// The end of the scheduler round a chunk waits for: the waker handed to
+/// tokio's `yield_now`, which marks the round ended and wakes the body's
+/// task.
+#[derive(Default)]
+struct Round {
+    ended: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Round {
+    /// Starts a round for the task of `cx`: true if it has to be waited
+    /// for (false outside a tokio worker, where `yield_now` wakes at once).
+    fn start(self: &Arc<Self>, cx: &Context<'_>) -> bool {
+        self.ended.store(false, Ordering::Relaxed);
+        self.task.register(cx.waker());
+        let waker = Waker::from(Arc::clone(self));
+        let round = std::pin::pin!(tokio::task::yield_now());
+        round.poll(&mut Context::from_waker(&waker)).is_pending() && !self.ended(cx)
+    }
+
+    /// Whether the round has ended; if not, `cx`'s task is woken when it does.
+    fn ended(&self, cx: &Context<'_>) -> bool {
+        if self.ended.load(Ordering::Acquire) {
+            return true;
+        }
+        self.task.register(cx.waker());
+        self.ended.load(Ordering::Acquire)
+    }
+}
+
+impl Wake for Round {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ended.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+impl SseBody {
+    /// Hands `out` (ending with `last`) to hyper, or in cluster mode first
+    /// has its delivery recorded in the store.
+    fn send(&mut self, cx: &mut Context<'_>, out: BytesMut, last: Event) -> Polled {
+        let this = self;
         let chunk = out.freeze();
         if let Some(mark) = this.sess.store.mark_write(&this.sess.session, &[&last]) {
             this.held = Some((chunk, last, mark));
@@ -267,10 +335,16 @@ impl SseBody {
     /// Writes the next chunk into `out`: the store's backlog (a cluster
     /// resume's replay) first, one by one, then the ring's ready batches,
     /// up to [`BATCH_BYTES`]; its last event. `Err`: what the poll yields
-    /// instead (nothing to send yet, a keep-alive, or the end).
+    /// instead (nothing to send yet, a keep-alive, or the end). `last`: the
+    /// last event of a chunk held back in `out`; then only what is ready
+    /// joins, and the result is never `Err`.
     #[inline]
-    fn fill(&mut self, cx: &mut Context<'_>, out: &mut BytesMut) -> Result<Event, Polled> {
-        let mut last: Option<Event> = None;
+    fn fill(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut BytesMut,
+        mut last: Option<Event>,
+    ) -> Result<Event, Polled> {
         while out.len() < BATCH_BYTES {
             let Some(e) = self.sub.pop_backlog() else { break };
             encode(out, &mut self.ids, &self.sess, e.view(), self.retry_ms, self.framing);
