@@ -363,6 +363,31 @@ impl Drop for Killed {
     }
 }
 
+/// The binary, started with `args` on a free loopback port, once it accepts
+/// connections.
+fn spawn_binary(args: &[&str]) -> (Killed, SocketAddr) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+            .args(["--bind", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let up = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, addr)
+}
+
 /// CPU time (user and system) process `pid` has used.
 fn cpu_time(pid: u32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -383,24 +408,7 @@ fn cpu_time(pid: u32) -> Duration {
 /// its CPU time is the server's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_stream_costs_no_cpu() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = Killed(
-        std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-            .args(["--bind", &format!("127.0.0.1:{port}")])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let up = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (child, addr) = spawn_binary(&[]);
     let s = TestServer::at(
         addr,
         "/mcp",
@@ -662,25 +670,14 @@ async fn initialize_is_refused_when_the_memory_budget_is_spent() {
 /// the whole budget, is held).
 #[test]
 fn the_binarys_limit_flags_take_effect() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let _child = Killed(
-        std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--max-header-bytes", "1024"])
-            .args(["--max-body-bytes", "65536", "--max-body-bytes-in-flight", "64K"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let up = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_child, addr) = spawn_binary(&[
+        "--max-header-bytes",
+        "1024",
+        "--max-body-bytes",
+        "65536",
+        "--max-body-bytes-in-flight",
+        "64K",
+    ]);
     let mut big = raw(addr);
     let pad = "a".repeat(2000);
     big.write_all(
