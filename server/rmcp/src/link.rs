@@ -15,6 +15,10 @@
 //! - **Anything else** the loop sends (server → client requests; responses
 //!   of the session-wide service, which gets no requests) comes out of
 //!   [`Link::outbound`] with an acknowledgement, for the adapter's task.
+//!   The two ways are not ordered with each other: a request may reach the
+//!   client before a notification the loop sent just before it, whose send
+//!   task has not run yet. (The adapter's task never ordered them strictly
+//!   either: it asks the client from futures it polls beside the queue.)
 //! - What the adapter pushes into [`Link::inbound`] the loop receives.
 //! - [`Link::finish`] publishes what is still queued and closes the link:
 //!   later sends fail `Closed`.
@@ -191,12 +195,14 @@ impl<P> Drop for Link<P> {
 }
 
 impl<P: Publisher> Link<P> {
-    /// Publishes every notification queued so far (waiting for a drainer
-    /// at work to stop first) and closes the link: later sends fail
-    /// `Closed`. What is queued before the request's response goes out
-    /// ahead of it.
+    /// Closes the link (later sends fail `Closed`) and publishes every
+    /// notification queued so far, waiting for a drainer at work to stop
+    /// first. What is queued before the request's response goes out ahead
+    /// of it; closed first, so a task that keeps sending cannot hold the
+    /// response back.
     pub(crate) async fn finish(&self) {
         let s = &*self.shared;
+        lock(&s.queue).closed = true;
         loop {
             let stopped = s.idle.notified();
             tokio::pin!(stopped);
@@ -245,8 +251,17 @@ impl<P: Publisher> Transport<RoleServer> for LinkTransport<P> {
             }
         };
         async move {
-            let acked = queued?;
+            let mut acked = queued?;
             if let Some(shared) = shared {
+                // Published already by another drainer (or dropped with the
+                // link): nothing to do.
+                match acked.try_recv() {
+                    Ok(outcome) => return outcome,
+                    Err(oneshot::error::TryRecvError::Closed) => return Err(LinkError::Closed),
+                    Err(oneshot::error::TryRecvError::Empty) => {}
+                }
+                // A drainer publishes until the queue is empty, so its own
+                // send also waits for what was queued behind it.
                 if shared.claim() {
                     shared.drain(false).await;
                 }
@@ -403,6 +418,25 @@ mod tests {
         o.ack.send(Err(LinkError::Refused("no".into()))).unwrap();
         assert_eq!(sent.await.unwrap(), Err(LinkError::Refused("no".into())));
         assert!(lock(&r.published).is_empty());
+    }
+
+    /// Sends spawned as rmcp spawns them, on two workers, race for the
+    /// drainer's role: every one is published once, in send order, and
+    /// acknowledged (a lost drainer hand-over would hang: the timeout fails).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_sends_on_two_workers_are_all_published_in_order() {
+        for _ in 0..20 {
+            let r = recorder(0);
+            let (mut t, _link) = pair(Arc::clone(&r));
+            let sends: Vec<_> = (3..=400u64).map(|seq| tokio::spawn(t.send(log(seq)))).collect();
+            let all = async {
+                for s in sends {
+                    assert_eq!(s.await.unwrap(), Ok(()));
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(10), all).await.expect("a send hung");
+            assert_eq!(*lock(&r.published), (3..=400).collect::<Vec<_>>());
+        }
     }
 
     #[tokio::test]
