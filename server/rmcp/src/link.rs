@@ -94,8 +94,8 @@ struct Queue {
     notes: VecDeque<(Box<Notification>, Ack)>,
     /// A future is publishing what is queued.
     draining: bool,
-    /// Sends fail `Closed`: the link was finished, or a drainer was dropped
-    /// halfway (the service is being torn down).
+    /// Sends fail `Closed`: the link was finished or dropped, or a drainer
+    /// was dropped halfway (the service is being torn down).
     closed: bool,
 }
 
