@@ -249,6 +249,11 @@ def stalled_task_streams(a):
         sock.close()
 
 
+def count_http_reply(a, reply):
+    """Counts a raw HTTP/1.1 reply by its status and its JSON body."""
+    a.count(int(reply.split(" ", 2)[1]), json.loads(reply.split("\r\n\r\n", 1)[1] or "null"))
+
+
 def half_sent_bodies(a):
     """200 connections that each declare a 3.9 MiB body and send all of it
     but its last byte: bodies being received hold at most this client's
@@ -271,8 +276,7 @@ def half_sent_bodies(a):
         except socket.timeout:
             reply = ""
         if reply:
-            status = int(reply.split(" ", 2)[1])
-            a.count(status, json.loads(reply.split("\r\n\r\n", 1)[1] or "null"))
+            count_http_reply(a, reply)
             sock.close()
             continue
         sock.settimeout(5)
@@ -288,7 +292,7 @@ def half_sent_bodies(a):
         except OSError:
             reply = "reset"
         if reply.startswith("HTTP/1.1 "):
-            a.count(int(reply.split(" ", 2)[1]), json.loads(reply.split("\r\n\r\n", 1)[1] or "null"))
+            count_http_reply(a, reply)
             sock.close()
             continue
         if reply:

@@ -290,28 +290,19 @@ async fn http2_prior_knowledge_is_answered() {
 /// unfinished upload, one an SSE stream it does not read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_with_stuck_clients() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-        .args(["--bind", &format!("127.0.0.1:{port}"), "--shutdown-grace-secs", "1"])
-        .args(["--header-timeout-secs", "60", "--body-timeout-secs", "60"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (mut child, addr) = spawn_binary(&[
+        "--shutdown-grace-secs",
+        "1",
+        "--header-timeout-secs",
+        "60",
+        "--body-timeout-secs",
+        "60",
+    ]);
     let s = TestServer::at(
         addr,
         "/mcp",
         gapless_server::McpServer::builder(gapless_server_bin::demo::DemoHost).build().unwrap(),
     );
-    let up = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(up.elapsed() < Duration::from_secs(20), "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let mut half = raw(addr);
     half.write_all(b"GE").unwrap();
     let mut upload = raw(addr);
@@ -337,13 +328,13 @@ async fn sigterm_finishes_with_stuck_clients() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let start = Instant::now();
     // SAFETY: kill(2) on our own child's pid, with a valid signal number.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
     let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
+        if let Some(st) = child.0.try_wait().unwrap() {
             break st;
         }
         if start.elapsed() > Duration::from_secs(10) {
-            child.kill().unwrap();
+            child.0.kill().unwrap();
             panic!("still running 10 s after SIGTERM (grace 1 s)");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -31,12 +31,11 @@ use std::task::{ready, Context, Poll};
 pub(crate) struct Charged {
     inner: Body,
     hold: Hold,
-    seen: usize,
 }
 
 impl Charged {
     pub(crate) fn new(inner: Body, hold: Hold) -> Self {
-        Charged { inner, hold, seen: 0 }
+        Charged { inner, hold }
     }
 }
 
@@ -55,8 +54,7 @@ impl http_body::Body for Charged {
             None => return Poll::Ready(None),
         };
         if let Some(data) = frame.data_ref() {
-            this.seen += data.len();
-            if let Err(e) = this.hold.cover(this.seen) {
+            if let Err(e) = this.hold.grow(data.len()) {
                 return Poll::Ready(Some(Err(Box::new(e))));
             }
         }

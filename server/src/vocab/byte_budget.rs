@@ -131,6 +131,11 @@ impl Hold {
         self.bytes = bytes;
         Ok(())
     }
+
+    /// Grows the share by `more` bytes (a body's next frame).
+    pub(crate) fn grow(&mut self, more: usize) -> Result<(), OverBudget> {
+        self.cover(self.bytes + more)
+    }
 }
 
 impl Drop for Hold {
@@ -197,6 +202,14 @@ mod tests {
         assert_eq!((b.held(), h.bytes), (8, 8));
         h.cover(10).unwrap();
         assert_eq!(b.held(), 10);
+        drop(h);
+        // `grow` adds to what is held (a body's frames, one by one).
+        let mut g = b.hold(client("b"));
+        g.grow(4).unwrap();
+        g.grow(5).unwrap();
+        assert_eq!(b.held(), 9);
+        assert!(g.grow(2).is_err(), "past b's share of 10");
+        assert_eq!(b.held(), 9);
     }
 
     #[test]
