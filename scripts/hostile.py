@@ -254,6 +254,30 @@ def count_http_reply(a, reply):
     a.count(int(reply.split(" ", 2)[1]), json.loads(reply.split("\r\n\r\n", 1)[1] or "null"))
 
 
+def read_reply(sock):
+    """What the server sent within 0.2 s: "" for nothing, "reset" when it
+    closed the connection hard."""
+    sock.settimeout(0.2)
+    try:
+        return sock.recv(4096).decode("latin-1")
+    except socket.timeout:
+        return ""
+    except OSError:
+        return "reset"
+
+
+def counted(a, sock, reply):
+    """Counts a reply, if there is one, and closes its connection."""
+    if not reply:
+        return False
+    if reply.startswith("HTTP/1.1 "):
+        count_http_reply(a, reply)
+    else:
+        a.count(reply, None)
+    sock.close()
+    return True
+
+
 def half_sent_bodies(a):
     """200 connections that each declare a 3.9 MiB body and send all of it
     but its last byte: bodies being received hold at most this client's
@@ -270,34 +294,14 @@ def half_sent_bodies(a):
     for _ in range(200):
         sock = socket.create_connection(("127.0.0.1", PORT), 5)
         sock.sendall(head)
-        sock.settimeout(0.2)
-        try:
-            reply = sock.recv(4096).decode("latin-1")
-        except socket.timeout:
-            reply = ""
-        if reply:
-            count_http_reply(a, reply)
-            sock.close()
+        if counted(a, sock, read_reply(sock)):
             continue
         sock.settimeout(5)
         try:
             sock.sendall(body[:-1])
         except OSError:  # refused mid-body: the server answered and closed
             pass
-        sock.settimeout(0.2)
-        try:
-            reply = sock.recv(4096).decode("latin-1")
-        except socket.timeout:
-            reply = ""
-        except OSError:
-            reply = "reset"
-        if reply.startswith("HTTP/1.1 "):
-            count_http_reply(a, reply)
-            sock.close()
-            continue
-        if reply:
-            a.count(reply, None)
-            sock.close()
+        if counted(a, sock, read_reply(sock)):
             continue
         held.append(sock)
         a.count("held", None)

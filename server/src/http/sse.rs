@@ -295,26 +295,23 @@ impl Wake for Round {
     }
 }
 
-impl SseBody {
-    /// Hands `out` (ending with `last`) to hyper, or in cluster mode first
-    /// has its delivery recorded in the store.
-    fn send(&mut self, cx: &mut Context<'_>, out: BytesMut, last: Event) -> Polled {
-        let this = self;
-        let chunk = out.freeze();
-        if let Some(mark) = this.sess.store.mark_write(&this.sess.session, &[&last]) {
-            this.held = Some((chunk, last, mark));
-            // Poll the mark now: it registers the waker.
-            return this.poll_held(cx);
-        }
-        this.undelivered = Some(last);
-        Poll::Ready(Some(Ok(chunk)))
-    }
-}
-
 /// What a poll of the body yields.
 type Polled = Poll<Option<Result<Bytes, Infallible>>>;
 
 impl SseBody {
+    /// Hands `out` (ending with `last`) to hyper, or in cluster mode first
+    /// has its delivery recorded in the store.
+    fn send(&mut self, cx: &mut Context<'_>, out: BytesMut, last: Event) -> Polled {
+        let chunk = out.freeze();
+        if let Some(mark) = self.sess.store.mark_write(&self.sess.session, &[&last]) {
+            self.held = Some((chunk, last, mark));
+            // Poll the mark now: it registers the waker.
+            return self.poll_held(cx);
+        }
+        self.undelivered = Some(last);
+        Poll::Ready(Some(Ok(chunk)))
+    }
+
     /// The held chunk, once the store recorded its delivery (cluster mode).
     fn poll_held(&mut self, cx: &mut Context<'_>) -> Polled {
         let Some((_, _, mark)) = &mut self.held else { return Poll::Ready(None) };
