@@ -76,7 +76,7 @@ def call(c, method, params, **kw):
 
 
 def outcome(status, body):
-    """What a response says, for grouping: `200`, `200 -32602`, `429 -32009`."""
+    """What a response says, for grouping: `200`, `200 -32602`, `429 -31001`."""
     err = body.get("error") if isinstance(body, dict) else None
     # A JSON-RPC error's code, or the HTTP error body's name.
     code = err.get("code") if isinstance(err, dict) else err
@@ -187,7 +187,7 @@ def listen_flood(a):
         else:
             a.count(r.status, json.loads(r.read()))
             c.close()
-    refused = sum(a.outcomes.get(k, 0) for k in ("429 -32009", "503 too_many_connections", "closed"))
+    refused = sum(a.outcomes.get(k, 0) for k in ("429 -31001", "503 too_many_connections", "closed"))
     a.expect(refused > 0, "nothing refused past the per-client caps (requests in flight, connections)")
     a.expect(len(held) <= 256, f"{len(held)} streams held open")
     for c, _ in held:
@@ -318,7 +318,7 @@ def task_flood(a):
     for _ in range(300):
         status, body = call(c, "tools/call", {"name": "failing_job", "arguments": {}})
         a.count(status, body)
-    a.expect(a.outcomes.get("200 -32009", 0) >= 300 - 256, "tasks past the per-client cap were created")
+    a.expect(a.outcomes.get("200 -31001", 0) >= 300 - 256, "tasks past the per-client cap were created")
 
 
 def request_state_abuse(a):

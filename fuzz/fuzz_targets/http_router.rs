@@ -874,7 +874,7 @@ impl World {
         let over = s.inflight.len() >= MAX_INFLIGHT;
         let mut waits = false;
         let outcome: Option<Result<Value, i64>> = if over {
-            Some(Err(-32009))
+            Some(Err(-31001))
         } else {
             match call {
                 Call::Ping => Some(Ok(json!({}))),

@@ -223,7 +223,7 @@ async fn a_request_on_a_shared_stream_is_answered_once() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let answered =
-        s.reap("b", |rid| Bytes::from(format!("{{\"id\":{rid},\"error\":-32090}}"))).await.unwrap();
+        s.reap("b", |rid| Bytes::from(format!("{{\"id\":{rid},\"error\":-31002}}"))).await.unwrap();
     assert_eq!(answered, sessions.len(), "request 2 of each session, not request 1 again");
     for (id, stream) in &shared {
         // The stream goes on: the next request's events follow.
@@ -234,7 +234,7 @@ async fn a_request_on_a_shared_stream_is_answered_once() {
             kinds,
             [
                 format!("{stream}:{{\"id\":1,\"result\":{{}}}}"),
-                format!("{stream}:{{\"id\":2,\"error\":-32090}}"),
+                format!("{stream}:{{\"id\":2,\"error\":-31002}}"),
                 format!("{stream}:next"),
             ]
         );

@@ -7,6 +7,8 @@
 //!   (`docs/SPEC.md` §4.1);
 //! * [`ErrorKind`], every refusal kind of the contract with its HTTP status
 //!   and JSON name, spelled once;
+//! * [`rpc_code`], every JSON-RPC error code gapless sends or surfaces,
+//!   in one table, with MCP 2026-07-28's policy for them;
 //! * [`client`], the sans-IO client guard (`docs/SPEC.md` §6);
 //! * [`task_stream`], the sans-IO guard of one task's event stream
 //!   (`tasks/stream`, `docs/SPEC.md` §5.6): the processed cursor, the
@@ -30,6 +32,7 @@ pub mod client;
 mod error;
 pub mod event_id;
 mod ids;
+pub mod rpc_code;
 pub mod task_stream;
 
 pub use error::ErrorKind;

@@ -566,7 +566,7 @@ async fn a_killed_node_leaves_no_request_unanswered() {
     assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what it published, once, in order");
     let answer = answer.expect("an answer for the orphaned request");
     assert_eq!(answer["id"], json!(7));
-    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-31002), "{answer}");
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
 }
 
@@ -616,7 +616,7 @@ async fn a_fast_publishers_node_killed_mid_call_loses_nothing_silently() {
     assert!(n < 100000, "the node was killed mid-call");
     assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what the store holds, once, in order");
     let answer = answer.expect("an answer for the orphaned request");
-    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-31002), "{answer}");
     // A node started afresh: from the last event, only the answer.
     let c = Node::start(&redis.url(), &args);
     let r = get(&c.url, &sid, last.as_deref()).await;
@@ -624,7 +624,7 @@ async fn a_fast_publishers_node_killed_mid_call_loses_nothing_silently() {
     let (mut after, mut end) = (vec![], None);
     let again = drain_answer(&mut SseReader::new(r), &mut after, &mut end).await;
     assert_eq!(after, Vec::<u64>::new(), "nothing after the last event but the answer");
-    assert_eq!(again.expect("the answer again")["error"]["code"], json!(-32090));
+    assert_eq!(again.expect("the answer again")["error"]["code"], json!(-31002));
 }
 
 /// A publish the store would refuse (a payload over the session's byte
@@ -1357,7 +1357,7 @@ async fn a_killed_node_answers_its_legacy_request_and_the_stream_goes_on() {
     assert!(n < 2000, "the node was killed mid-call");
     assert_eq!(got, (1..=n).collect::<Vec<_>>(), "exactly what it published, once, in order");
     assert_eq!(answer["id"], json!(1), "{answer}");
-    assert_eq!(answer["error"]["code"], json!(-32090), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-31002), "{answer}");
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
     // The stream is the session's: it goes on, the next request's response
     // follows, and nothing else for request 1 came between.
@@ -1501,7 +1501,7 @@ async fn a_task_is_created_polled_fed_and_read_on_different_nodes() {
 }
 
 /// `kill -9` of the node running a task: another node reports it `failed`
-/// (-32090, the node stopped) once the dead node's lease has expired, within
+/// (-31002, the node stopped) once the dead node's lease has expired, within
 /// 5 s (the lease, 3 s, and a poll), and before that it is still `working`, never
 /// gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1524,7 +1524,7 @@ async fn a_task_of_a_killed_node_is_failed_once_its_lease_expires() {
     let failed = poll_task(&b.url, &id, Duration::from_secs(20), |t| t["status"] == "failed").await;
     let took = killed.elapsed();
     assert_eq!(failed["result"]["status"], "failed", "{failed}");
-    assert_eq!(failed["result"]["error"]["code"], -32090, "{failed}");
+    assert_eq!(failed["result"]["error"]["code"], -31002, "{failed}");
     assert!(took < Duration::from_secs(5), "failed after {took:?}");
     // And it stays failed, on any node.
     let again = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
@@ -1667,7 +1667,7 @@ async fn a_task_stream_of_a_killed_node_ends_and_its_events_stay() {
     let status = task_call(&c.url, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(
         (&status["result"]["status"], &status["result"]["error"]["code"]),
-        (&json!("failed"), &json!(-32090))
+        (&json!("failed"), &json!(-31002))
     );
     // Its events stay: all of them again on c, then the end.
     let (all, end) = task_stream(&c.url, json!({"taskId": id}), usize::MAX).await;

@@ -497,7 +497,7 @@ async fn ping_flood_without_reading_is_closed() {
 }
 
 /// One request more than the session's in-flight cap is answered at once
-/// with the JSON-RPC error -32009; the others run on.
+/// with the JSON-RPC error -31001; the others run on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_over_the_in_flight_cap_get_an_error_at_once() {
     let s = start(ServerConfig { max_inflight_requests: 2, ..ServerConfig::default() }).await;
@@ -521,7 +521,7 @@ async fn requests_over_the_in_flight_cap_get_an_error_at_once() {
     }
     let v = response.expect("a response");
     assert_eq!(v["id"], 3);
-    assert_eq!(v["error"]["code"], -32009, "{v}");
+    assert_eq!(v["error"]["code"], -31001, "{v}");
     assert!(start.elapsed() < Duration::from_secs(2), "answered after {:?}", start.elapsed());
     // The running ones still stream.
     for sse in &mut running {

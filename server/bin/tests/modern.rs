@@ -733,7 +733,7 @@ async fn requests_in_flight_are_bounded_per_client() {
     let r = modern(&s, 3, "tools/list", with_meta(json!({}), json!({}))).await;
     assert_eq!(header(r.headers(), "retry-after").as_deref(), Some("1"));
     let (status, b3) = body(r).await;
-    assert_eq!((status, &b3["id"], &b3["error"]["code"]), (429, &json!(3), &json!(-32009)), "{b3}");
+    assert_eq!((status, &b3["id"], &b3["error"]["code"]), (429, &json!(3), &json!(-31001)), "{b3}");
     // Closing a stream gives its place back.
     drop(a);
     let mut ok = false;

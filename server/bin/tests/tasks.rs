@@ -143,7 +143,7 @@ async fn an_expired_task_is_told_apart_from_an_unknown_one() {
 }
 
 /// One client holds at most `max_tasks_per_client` unexpired tasks: one
-/// more is refused to the handler (-32009 from the demo's task-only tool),
+/// more is refused to the handler (-31001 from the demo's task-only tool),
 /// while another client still gets its own.
 #[tokio::test]
 async fn tasks_per_client_are_bounded() {
@@ -154,7 +154,7 @@ async fn tasks_per_client_are_bounded() {
         task_id(&alice.tool("failing_job", json!({})).await);
     }
     let over = alice.tool("failing_job", json!({})).await;
-    assert_eq!(over["error"]["code"], -32009, "{over}");
+    assert_eq!(over["error"]["code"], -31001, "{over}");
     assert!(over["error"]["message"].as_str().unwrap().contains("2 tasks"), "{over}");
     task_id(&bob.tool("failing_job", json!({})).await);
 }

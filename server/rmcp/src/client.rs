@@ -47,9 +47,12 @@ use std::sync::{Arc, Mutex};
 type HeaderMap = HashMap<http::HeaderName, http::HeaderValue>;
 type SseStream = futures_util::stream::BoxStream<'static, Result<Sse, SseError>>;
 
-/// The JSON-RPC error code of a request whose stream's resume was refused
-/// (in the implementation-defined server-error range).
-pub const REFUSED_CODE: i32 = -32099;
+/// The JSON-RPC error code of a request whose stream's resume was refused:
+/// gapless's own `resume_refused` (`gapless_wire::rpc_code`), outside
+/// JSON-RPC's reserved range. No server sends it: it is raised here, and
+/// its `data` holds the refusal under `gapless_refusal`, so it cannot be
+/// mistaken for an error the server sent.
+pub const REFUSED_CODE: i32 = gapless_wire::rpc_code::code::RESUME_REFUSED as i32;
 
 /// The key of [`ErrorData::data`] that holds the refusal.
 const DATA_KEY: &str = "gapless_refusal";

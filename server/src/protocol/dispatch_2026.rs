@@ -52,10 +52,12 @@ struct Answer {
 
 impl Answer {
     /// Sends `outcome` as the response (a result completed for the
-    /// revision).
+    /// revision; an error with a code the revision forbids made one it
+    /// allows, [`RpcError::for_2026`]).
     fn send(self, outcome: Result<Value, RpcError>) {
         let Answer { id, method, server_info, reply } = self;
-        let _ = reply.send(jsonrpc::response(&id, outcome.map(|r| complete(&method, r, server_info))));
+        let outcome = outcome.map(|r| complete(&method, r, server_info)).map_err(RpcError::for_2026);
+        let _ = reply.send(jsonrpc::response(&id, outcome));
     }
 }
 

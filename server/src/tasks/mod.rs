@@ -104,7 +104,7 @@ impl std::fmt::Display for TaskError {
 impl std::error::Error for TaskError {}
 
 impl From<TaskError> for RpcError {
-    /// `NotDeclared` is `-32021` naming the extension; `Full` -32009; the
+    /// `NotDeclared` is `-32021` naming the extension; `Full` -31001; the
     /// store's failure -32603.
     fn from(e: TaskError) -> RpcError {
         match e {
@@ -426,6 +426,8 @@ impl Tasks {
     /// expired or gone: a task whose node lives is never left `working`
     /// because one write failed.
     async fn record(&self, id: &str, outcome: Result<Value, RpcError>) {
+        // Tasks are of 2026-07-28 requests only: the revision's codes.
+        let outcome = outcome.map_err(RpcError::for_2026);
         let mut wait = Duration::from_millis(100);
         loop {
             match self.try_record(id, outcome.clone()).await {

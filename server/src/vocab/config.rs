@@ -63,7 +63,7 @@ pub struct ServerConfig {
     pub initialize_burst: u32,
     /// Most requests in flight per session, over HTTP and the socket
     /// together (default 64). One more is answered at once with the
-    /// JSON-RPC error -32009 "too many requests in flight".
+    /// JSON-RPC error -31001 "too many requests in flight".
     pub max_inflight_requests: usize,
     /// Most ping (and pong) frames a socket may send per second, averaged
     /// over a burst of ten times that (default 50). A client over it, such
@@ -74,7 +74,7 @@ pub struct ServerConfig {
     pub max_socket_write_buffer: usize,
     /// Most MCP 2026-07-28 requests (each without a session) in flight at
     /// once, `subscriptions/listen` streams included (default 4096); one
-    /// more is answered 429 with the JSON-RPC error -32009.
+    /// more is answered 429 with the JSON-RPC error -31001.
     pub max_stateless_inflight: usize,
     /// Most of those one client may have in flight (its identity, else its
     /// peer address; default 256).

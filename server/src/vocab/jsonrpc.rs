@@ -2,46 +2,10 @@
 
 use serde_json::{json, Value};
 
-/// Standard JSON-RPC error codes used here.
-pub mod code {
-    /// Invalid JSON.
-    pub const PARSE_ERROR: i64 = -32700;
-    /// Not a valid request object.
-    pub const INVALID_REQUEST: i64 = -32600;
-    /// Unknown method.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// Bad parameters.
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// Server error.
-    pub const INTERNAL_ERROR: i64 = -32603;
-    /// The session has `ServerConfig::max_inflight_requests` requests in
-    /// flight already (a server error of the -32000 range; gapless's own).
-    pub const TOO_MANY_IN_FLIGHT: i64 = -32009;
-    /// Cluster mode: the node running the request stopped before it
-    /// answered (its lease expired); whether the request took effect is
-    /// unknown (`docs/SPEC.md` §8.6). Gapless's own, at the far end of the
-    /// server-error range from MCP's codes (it was -32010, which the draft
-    /// SEP-2694 gives `events_gone`).
-    pub const REQUEST_LOST: i64 = -32090;
-    /// MCP 2026-07-28 `HeaderMismatch`: a request header (`MCP-Protocol-Version`,
-    /// `Mcp-Method`, `Mcp-Name`) is missing, malformed or differs from the body.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// MCP 2026-07-28 `MissingRequiredClientCapabilityError`: serving the
-    /// request needs a capability the client did not declare.
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    /// MCP 2026-07-28 `UnsupportedProtocolVersionError`.
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-    /// The draft SEP-2694's `events_gone`: a `tasks/stream` cursor whose
-    /// next event is no longer kept (`data`: `reason`, `taskId`,
-    /// `earliestSeq`).
-    pub const EVENTS_GONE: i64 = -32010;
-}
-
-/// The JSON-RPC codes MCP's specification and its drafts give a meaning
-/// (the 2025 revisions, 2026-07-28, SEP-2164, SEP-2322, SEP-1036, the draft
-/// SEP-2694's `events_gone`): gapless's own codes stay clear of them.
-pub const MCP_CODES: [i64; 11] =
-    [-32000, -32001, -32002, -32003, -32004, -32010, -32019, -32020, -32021, -32022, -32042];
+/// The JSON-RPC error codes gapless uses: `gapless_wire`'s one table
+/// (`gapless::wire::rpc_code`, with each code's meaning, when it is sent
+/// and on which generations), by name.
+pub use gapless::wire::rpc_code::code;
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +44,30 @@ impl RpcError {
                 names.join(", ")
             ),
             data: Some(json!({"requiredCapabilities": required})),
+        }
+    }
+    /// This error as a 2026-07-28 response may carry it. The codes the
+    /// revision forbids (`gapless::wire::rpc_code::policy`) that an
+    /// application answered with become what it allows: `-32002` (resource
+    /// not found) its replacement `-32602`; any other (`-32042`, or a code
+    /// of `-32020..=-32099` the revision does not define) `-32603`, the
+    /// application's code and data kept in `data.applicationCode` and
+    /// `data.applicationData`. The legacy `-32000..=-32019`, which new
+    /// implementations only SHOULD NOT use, pass as they are.
+    pub fn for_2026(self) -> RpcError {
+        use gapless::wire::rpc_code::{policy, Generation, Violation};
+        match policy(self.code, Generation::Mcp2026) {
+            Err(Violation::RemovedIn2026(code::RESOURCE_NOT_FOUND)) => {
+                RpcError { code: code::INVALID_PARAMS, ..self }
+            }
+            Err(Violation::RemovedIn2026(_) | Violation::ReservedForMcp(_)) => {
+                let mut data = json!({"applicationCode": self.code});
+                if let Some(d) = self.data {
+                    data["applicationData"] = d;
+                }
+                RpcError { code: code::INTERNAL_ERROR, message: self.message, data: Some(data) }
+            }
+            _ => self,
         }
     }
     /// The error object as JSON.
@@ -185,13 +173,18 @@ pub fn request(id: &Value, method: &str, params: Value) -> Value {
 mod tests {
     use super::*;
 
-    /// Gapless's own codes are server errors (-32000 to -32099) that no MCP
-    /// revision or draft it may serve gives another meaning.
     #[test]
-    fn gapless_codes_do_not_collide_with_mcp_codes() {
-        for own in [code::TOO_MANY_IN_FLIGHT, code::REQUEST_LOST] {
-            assert!((-32099..=-32000).contains(&own), "{own}");
-            assert!(!MCP_CODES.contains(&own), "{own} is one of MCP's codes");
+    fn a_2026_response_carries_no_code_the_revision_forbids() {
+        let e = |c: i64| RpcError { code: c, message: "m".into(), data: Some(json!({"k": 1})) };
+        let nf = e(-32002).for_2026();
+        assert_eq!((nf.code, nf.data), (code::INVALID_PARAMS, Some(json!({"k": 1}))));
+        for forbidden in [-32042, -32050, -32099] {
+            let r = e(forbidden).for_2026();
+            assert_eq!(r.code, code::INTERNAL_ERROR);
+            assert_eq!(r.data, Some(json!({"applicationCode": forbidden, "applicationData": {"k": 1}})));
+        }
+        for kept in [-32602, -32021, -32010, -32001, 42, code::REQUEST_LOST] {
+            assert_eq!(e(kept).for_2026(), e(kept));
         }
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! A task whose node died: a record that is not terminal names the node
 //! running its work; whoever reads it while that node's lease has expired
-//! records it `failed` (`-32090`, the node stopped before the task
+//! records it `failed` (`-31002`, the node stopped before the task
 //! completed), with the same compare-and-set, so it never stays `working`
 //! for ever, and never vanishes while its TTL runs.
 
