@@ -10,7 +10,10 @@
 //! `tests/` drive the same application.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod demo;
+#[cfg(all(target_os = "linux", feature = "jemalloc"))]
+mod purge;
 
 // The example's source, so that the binary serves exactly what
 // `server/rmcp/examples/rmcp_counter.rs` serves.

@@ -76,6 +76,15 @@ impl SessionHandle {
         self.sess.closed.is_cancelled()
     }
 
+    /// Ends the session now, as a `DELETE` would in this process: its
+    /// streams end, and the client's next request is `404` (it
+    /// initializes anew). For an application whose session depends on
+    /// something that ended (a gateway's upstream session).
+    pub fn end(&self) {
+        self.sess.hub.remove(&self.sess.session.id());
+        self.sess.close();
+    }
+
     /// Resolves when the session ends (deleted, expired, or the server shut
     /// down): where an application drops what it keeps per session.
     pub async fn closed(&self) {

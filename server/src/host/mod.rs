@@ -60,6 +60,22 @@ pub trait Host: Send + Sync + 'static {
         true
     }
 
+    /// Answers a new session's `initialize` itself (a gateway forwards it
+    /// to its upstream). `None`, the default: the transport answers with
+    /// the version it negotiates, [`Host::capabilities`],
+    /// [`Host::server_info`] and [`Host::instructions`]. `Some`: the
+    /// session exists already (`session`); the future's result is the
+    /// `initialize` result as the client gets it (its `protocolVersion`,
+    /// when it is one the transport serves, becomes the session's), and an
+    /// error ends the session and is the response.
+    fn initialize(
+        &self,
+        _params: &Value,
+        _session: &SessionHandle,
+    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+        None
+    }
+
     /// Handles one request; the result (or error) becomes the response.
     fn handle(
         &self,

@@ -6,12 +6,14 @@
 
 use crate::app::AppState;
 use crate::backend::{Feed, OpenError, Table as _};
+use crate::host::SessionHandle;
 use crate::http::guard::Accepts;
 use crate::http::sse::{Framing, SseBody};
 use crate::protocol::builtin;
 use crate::protocol::dispatch_2025::{handle_notification, start_request, Call, RequestStream};
 use crate::session::fairness::ClientSlot;
 use crate::session::{Claim, Lane, SessionState};
+use crate::vocab::config::SUPPORTED_VERSIONS;
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::SESSION_HEADER;
 use crate::vocab::jsonrpc::{self, Incoming};
@@ -156,7 +158,23 @@ async fn initialize(
     // from now on); this node follows it from its first event.
     let sess = state.sessions.create(owner.as_deref(), version, slot, Some(params)).await?;
     let session = Arc::clone(&sess.session);
-    let result = builtin::initialize_result(&*state.protocol.host, version);
+    let handle = SessionHandle { sess: Arc::clone(&sess) };
+    let result = match state.protocol.host.initialize(&params_of(&sess), &handle) {
+        None => builtin::initialize_result(&*state.protocol.host, version),
+        Some(answer) => match answer.await {
+            Ok(result) => {
+                match result.get("protocolVersion").and_then(Value::as_str) {
+                    Some(v) if SUPPORTED_VERSIONS.contains(&v) => sess.set_protocol_version(v),
+                    _ => {}
+                }
+                result
+            }
+            Err(e) => {
+                handle.end();
+                return Ok(axum::Json(jsonrpc::response(&id, Err(e))).into_response());
+            }
+        },
+    };
     let sid = session.id().to_string();
     let stream = sess.open_stream().await?;
     let msg = jsonrpc::response(&id, Ok(result));
@@ -172,6 +190,11 @@ async fn initialize(
     let mut r = respond_on_stream(sess, stream, acc, rx).await?;
     r.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&sid).expect("hex id"));
     Ok(r)
+}
+
+/// The params of the session's `initialize`, as the session keeps them.
+fn params_of(sess: &SessionState) -> Value {
+    sess.initialize_params().unwrap_or(Value::Null)
 }
 
 /// A channel's ends, each as an `Option` (for the `Reply` plumbing).
