@@ -43,7 +43,7 @@ rustup component add miri rust-src --toolchain nightly >/dev/null
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
-for d in server/bin/tests/sdk server/bin/tests/conformance server/bin/tests/status; do
+for d in server/bin/tests/sdk server/bin/tests/conformance server/bin/tests/status server/gateway/tests/upstreams; do
   if [ -f "$d/package.json" ]; then
     if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
       (cd "$d" && npm ci --no-audit --no-fund)

@@ -1,0 +1,219 @@
+//! [`GatewayHost`]: gapless-server's `Host` whose application is an
+//! upstream MCP server. A gateway session is created by the client's
+//! `initialize`, forwarded upstream (`Host::initialize`), and bound to the
+//! upstream's session; the upstream's standalone stream is held open for
+//! it; its end (a `DELETE`, expiry) deletes the upstream's, and the
+//! upstream's end (`404`) ends it.
+
+use crate::pump::{end, lost, Asker, Bound, Link};
+use crate::upstream::{Answer, End, Upstream};
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The upstream's sessions, by the gateway's session id.
+type Links = Arc<Mutex<HashMap<String, Link>>>;
+
+/// gapless-server's application that is an upstream MCP server.
+#[derive(Debug)]
+pub struct GatewayHost {
+    upstream: Upstream,
+    links: Links,
+}
+
+impl GatewayHost {
+    /// A gateway to `upstream`.
+    pub fn new(upstream: Upstream) -> GatewayHost {
+        GatewayHost { upstream, links: Arc::default() }
+    }
+
+    fn link(&self, session: &SessionHandle) -> Option<Link> {
+        lock(&self.links).get(&session.id()).cloned()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Host for GatewayHost {
+    fn capabilities(&self) -> Value {
+        json!({})
+    }
+
+    /// MCP 2026-07-28 requests are not forwarded yet (issue 43, item 6).
+    fn serves_sessionless(&self) -> bool {
+        false
+    }
+
+    fn seals_request_state(&self) -> bool {
+        false
+    }
+
+    fn initialize(
+        &self,
+        params: &Value,
+        session: &SessionHandle,
+    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+        let upstream = self.upstream.clone();
+        let links = Arc::clone(&self.links);
+        let session = session.clone();
+        let body = Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).to_string(),
+        );
+        Some(Box::pin(async move {
+            let (answer, upstream_sid) = upstream.post(None, None, body).await.map_err(lost)?;
+            let mut response = match answer {
+                Answer::Json(b) => {
+                    serde_json::from_slice::<Value>(&b).map_err(|e| lost(format!("its answer: {e}")))?
+                }
+                Answer::Stream(mut events) => loop {
+                    match events.next().await {
+                        Ok(e) if e.data.iter().all(u8::is_ascii_whitespace) => continue,
+                        Ok(e) => match serde_json::from_slice::<Value>(&e.data) {
+                            Ok(v) if v.get("id") == Some(&json!(0)) => break v,
+                            _ => continue,
+                        },
+                        Err(End::Closed) => {
+                            return Err(lost("its initialize stream ended without the result"))
+                        }
+                        Err(End::Broken(why)) => {
+                            return Err(lost(format!("its initialize stream broke: {why}")))
+                        }
+                    }
+                },
+                Answer::Accepted => return Err(lost("it answered initialize with 202")),
+                Answer::Status(s, b) => {
+                    return match serde_json::from_slice::<Value>(&b)
+                        .ok()
+                        .and_then(|v| v.get("error").cloned())
+                    {
+                        Some(e) => Err(upstream_error(e)),
+                        None => Err(lost(format!("it answered initialize with {s}"))),
+                    }
+                }
+            };
+            if let Some(e) = response.get_mut("error") {
+                return Err(upstream_error(e.take()));
+            }
+            let result =
+                response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
+            let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
+            let link = Link { upstream, bound: Arc::new(Bound { id: upstream_sid, version }) };
+            lock(&links).insert(session.id(), link.clone());
+            tokio::spawn(hold(link, session, links));
+            Ok(result)
+        }))
+    }
+
+    fn handle(
+        &self,
+        method: String,
+        params: Value,
+        ctx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let link = ctx.session().and_then(|s| self.link(&s));
+        Box::pin(async move {
+            match link {
+                Some(link) => link.call(&method, params, &ctx).await,
+                None => Err(lost("this gateway session has no upstream session")),
+            }
+        })
+    }
+
+    fn on_notification(&self, method: &str, params: &Value, session: &SessionHandle) {
+        let Some(link) = self.link(session) else { return };
+        let n = if params.is_null() {
+            json!({"jsonrpc": "2.0", "method": method})
+        } else {
+            json!({"jsonrpc": "2.0", "method": method, "params": params})
+        };
+        tokio::spawn(async move {
+            if let Err(f) = link.send(n).await {
+                tracing::warn!(fault = %f, "a client notification could not be forwarded upstream");
+            }
+        });
+    }
+}
+
+/// An upstream's JSON-RPC error object as the handler's error.
+fn upstream_error(e: Value) -> RpcError {
+    RpcError {
+        code: e.get("code").and_then(Value::as_i64).unwrap_or(gapless::wire::rpc_code::code::INTERNAL_ERROR),
+        message: e.get("message").and_then(Value::as_str).unwrap_or("the upstream failed").to_owned(),
+        data: e.get("data").cloned(),
+    }
+}
+
+/// How long the standalone stream waits before it is opened again.
+const REOPEN: Duration = Duration::from_secs(1);
+
+/// Holds the session's upstream standalone stream open while the session
+/// lives, and deletes the upstream's session when the gateway's ends.
+async fn hold(link: Link, session: SessionHandle, links: Links) {
+    tokio::select! {
+        _ = session.closed() => {}
+        _ = standalone(&link, &session) => {}
+    }
+    lock(&links).remove(&session.id());
+    if let Some(sid) = &link.bound.id {
+        link.upstream.delete(sid, link.bound.version.as_deref()).await;
+    }
+}
+
+/// The upstream's standalone stream onto the session's, reopened (with its
+/// cursor, where the upstream gave ids) whenever it ends; over when the
+/// upstream has none (`405`) or its session is gone (`404`, which ends the
+/// gateway's).
+async fn standalone(link: &Link, session: &SessionHandle) {
+    let Some(sid) = link.bound.id.clone() else { return };
+    let version = link.bound.version.as_deref();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut events = match link.upstream.get(&sid, version, cursor.as_deref()).await {
+            Ok(Answer::Stream(ev)) => ev,
+            Ok(Answer::Status(404, _)) => return end(session, "the upstream's session is gone (404)"),
+            Ok(Answer::Status(405, _)) => return std::future::pending().await,
+            Ok(other) => {
+                tracing::debug!(?other, "the upstream's standalone stream was not opened");
+                tokio::time::sleep(REOPEN).await;
+                continue;
+            }
+            Err(f) => {
+                tracing::debug!(fault = %f, "the upstream's standalone stream");
+                tokio::time::sleep(REOPEN).await;
+                continue;
+            }
+        };
+        while let Ok(e) = events.next().await {
+            if let Some(i) = e.id {
+                cursor = Some(i);
+            }
+            if e.data.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let Ok(v) = serde_json::from_slice::<Value>(&e.data) else { continue };
+            match (v.get("id").cloned(), v.get("method").and_then(Value::as_str).map(str::to_owned)) {
+                (None, Some(_)) => {
+                    let b = gapless::ring::exact_bytes(e.data.to_vec());
+                    if session.notify_raw(b).await.is_err() {
+                        return;
+                    }
+                }
+                (Some(uid), Some(method)) => {
+                    let (link, session) = (link.clone(), session.clone());
+                    let params = v.get("params").cloned().unwrap_or(Value::Null);
+                    tokio::spawn(
+                        async move { link.relay(uid, method, params, Asker::Session(session)).await },
+                    );
+                }
+                _ => {}
+            }
+        }
+        tokio::time::sleep(REOPEN).await;
+    }
+}

@@ -1,0 +1,322 @@
+//! The pump between the two halves: a client's request forwarded upstream,
+//! and every message of the upstream's answer put on the request's own
+//! gapless stream (notifications as the upstream wrote them, server →
+//! client requests relayed and their answers posted back upstream under
+//! the upstream's ids) until the response, which becomes the handler's
+//! outcome.
+//!
+//! An upstream fault is never silent (`docs/SPEC.md` §10.3): a stream that
+//! breaks before the response is resumed once per break with the
+//! upstream's own `Last-Event-ID`; a resume that is refused, or that
+//! brings no event before it ends, or a stream that gave no id to resume
+//! with, or an upstream that cannot be reached or answers `5xx`, answers
+//! the request at once with `request_lost` (`-31002`).
+
+use crate::upstream::{Answer, End, Events, Fault, Upstream};
+use bytes::Bytes;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use gapless::wire::rpc_code::code;
+use gapless_server::{ClientRequestError, RequestContext, RpcError, SessionHandle};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// The upstream's side of a gateway session: its session id (none for an
+/// upstream that keeps no sessions) and the version it negotiated.
+#[derive(Debug)]
+pub(crate) struct Bound {
+    pub(crate) id: Option<String>,
+    pub(crate) version: Option<String>,
+}
+
+/// One upstream session as the pump uses it.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) upstream: Upstream,
+    pub(crate) bound: Arc<Bound>,
+}
+
+/// What routing needs of a message: read without building its params or
+/// result.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+}
+
+/// A message of the upstream, routed.
+enum Routed {
+    /// A notification: passed on as its bytes.
+    Notification(Bytes),
+    /// A server → client request: `(upstream id, method, params)`.
+    Request(Value, String, Value),
+    /// A response to the client's request `id`.
+    Response(Value, Result<Value, RpcError>),
+}
+
+fn route(data: Bytes) -> Result<Routed, String> {
+    let peek: Peek = serde_json::from_slice(&data).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
+    match (peek.id, peek.method) {
+        (None, Some(_)) => Ok(Routed::Notification(data)),
+        (Some(id), Some(method)) => {
+            let mut v: Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
+            Ok(Routed::Request(id, method, v.get_mut("params").map(Value::take).unwrap_or(Value::Null)))
+        }
+        (Some(id), None) => {
+            let mut v: Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
+            Ok(Routed::Response(id, outcome(&mut v)))
+        }
+        (None, None) => Err("neither a request, a notification nor a response".into()),
+    }
+}
+
+/// A response's outcome: its result, or its error as the upstream gave it.
+fn outcome(v: &mut Value) -> Result<Value, RpcError> {
+    if let Some(r) = v.get_mut("result") {
+        return Ok(r.take());
+    }
+    let e = v.get_mut("error").map(Value::take).unwrap_or(Value::Null);
+    Err(RpcError {
+        code: e.get("code").and_then(Value::as_i64).unwrap_or(code::INTERNAL_ERROR),
+        message: e.get("message").and_then(Value::as_str).unwrap_or("the upstream failed").to_owned(),
+        data: e.get("data").cloned(),
+    })
+}
+
+/// The explicit error of a request whose upstream failed it: `-31002`.
+pub(crate) fn lost(why: impl std::fmt::Display) -> RpcError {
+    RpcError::new(
+        code::REQUEST_LOST,
+        format!(
+            "the upstream failed before it answered this request ({why}); whether it took effect is unknown"
+        ),
+    )
+}
+
+impl Link {
+    fn session(&self) -> Option<&str> {
+        self.bound.id.as_deref()
+    }
+
+    fn version(&self) -> Option<&str> {
+        self.bound.version.as_deref()
+    }
+
+    /// POSTs a message that expects no answer (a notification, a response).
+    pub(crate) async fn send(&self, message: Value) -> Result<(), Fault> {
+        let body = Bytes::from(message.to_string());
+        match self.upstream.post(self.session(), self.version(), body).await? {
+            (Answer::Accepted | Answer::Json(_), _) => Ok(()),
+            (Answer::Stream(_), _) => Ok(()),
+            (Answer::Status(s, _), _) => Err(Fault(format!("the upstream answered {s}"))),
+        }
+    }
+
+    /// Forwards the request `method` of `ctx` and pumps its answer.
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: &RequestContext,
+    ) -> Result<Value, RpcError> {
+        let id = ctx.request_id().clone();
+        let body =
+            Bytes::from(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        let posted = tokio::select! {
+            a = self.upstream.post(self.session(), self.version(), body) => a,
+            _ = ctx.cancelled() => return Err(self.cancel(&id).await),
+        };
+        match posted {
+            Err(f) => Err(lost(f)),
+            Ok((Answer::Json(b), _)) => match route(b) {
+                Ok(Routed::Response(_, o)) => o,
+                _ => Err(lost("the upstream's JSON answer is not this request's response")),
+            },
+            Ok((Answer::Stream(events), _)) => self.pump(events, &id, ctx).await,
+            Ok((Answer::Accepted, _)) => Err(lost("the upstream answered the request with 202")),
+            Ok((Answer::Status(404, _), _)) if self.session().is_some() => Err(gone(ctx).await),
+            Ok((Answer::Status(s, body), _)) => match route(body) {
+                Ok(Routed::Response(rid, o)) if rid == id => o,
+                _ => Err(lost(format!("the upstream answered {s}"))),
+            },
+        }
+    }
+
+    /// Tells the upstream the client cancelled request `id`; the error
+    /// that goes nowhere (no response follows a cancellation).
+    async fn cancel(&self, id: &Value) -> RpcError {
+        let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+        if let Err(f) = self.send(n).await {
+            tracing::debug!(fault = %f, "cancellation not forwarded");
+        }
+        RpcError::new(code::INTERNAL_ERROR, "cancelled")
+    }
+
+    /// Every message of the request's upstream stream onto its gapless
+    /// stream, until its response; breaks resumed with the upstream's ids.
+    async fn pump(&self, mut events: Events, id: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
+        let mut cursor: Option<String> = None;
+        let mut since_resume = 0usize;
+        let mut relays = FuturesUnordered::new();
+        loop {
+            let next = tokio::select! {
+                e = events.next() => e,
+                Some(()) = relays.next(), if !relays.is_empty() => continue,
+                _ = ctx.cancelled() => return Err(self.cancel(id).await),
+            };
+            let ending = match next {
+                Ok(e) => {
+                    since_resume += 1;
+                    if let Some(i) = e.id {
+                        cursor = Some(i);
+                    }
+                    if e.data.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    match route(e.data) {
+                        Ok(Routed::Response(rid, o)) if rid == *id => return o,
+                        Ok(Routed::Response(rid, _)) => {
+                            tracing::warn!(id = %rid, "an upstream response for another request on this stream: dropped");
+                        }
+                        Ok(Routed::Notification(b)) => {
+                            if let Err(e) = ctx.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await {
+                                return Err(lost(format!("the gateway's session cannot take it: {e}")));
+                            }
+                        }
+                        Ok(Routed::Request(uid, method, params)) => {
+                            relays.push(self.relay(uid, method, params, Asker::Request(ctx)))
+                        }
+                        Err(why) => tracing::warn!(%why, "an upstream event that is not a message: dropped"),
+                    }
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let Some(c) = cursor.clone() else {
+                return Err(lost(format!(
+                    "its stream {} before the response, and it gave no event ids to resume it with",
+                    ended(&ending)
+                )));
+            };
+            if since_resume == 0 {
+                return Err(lost(format!(
+                    "a resume of its stream after {c} brought nothing before it {}",
+                    ended(&ending)
+                )));
+            }
+            since_resume = 0;
+            events = match self.upstream.get(self.session().unwrap_or(""), self.version(), Some(&c)).await {
+                Ok(Answer::Stream(ev)) => ev,
+                Ok(Answer::Status(404, _)) if self.session().is_some() => return Err(gone(ctx).await),
+                Ok(Answer::Status(s, _)) => {
+                    return Err(lost(format!("it answered the resume after {c} with {s}")))
+                }
+                Ok(_) => return Err(lost(format!("it answered the resume after {c} without a stream"))),
+                Err(f) => return Err(lost(f)),
+            };
+        }
+    }
+
+    /// Asks the client what the upstream asked (`uid`: the upstream's id)
+    /// and posts the answer back upstream under that id.
+    pub(crate) async fn relay(&self, uid: Value, method: String, params: Value, asker: Asker<'_>) {
+        let answer = match asker.ask(&method, params).await {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": uid, "result": result}),
+            Err(ClientRequestError::Error(e)) => json!({"jsonrpc": "2.0", "id": uid, "error": e}),
+            Err(e) => {
+                json!({"jsonrpc": "2.0", "id": uid, "error": {"code": code::INTERNAL_ERROR, "message": e.to_string()}})
+            }
+        };
+        if let Err(f) = self.send(answer).await {
+            tracing::warn!(fault = %f, method, "the client's answer could not be posted upstream");
+        }
+    }
+}
+
+/// Who asks the client: a request's context (its stream) or the session
+/// (the standalone stream).
+pub(crate) enum Asker<'a> {
+    Request(&'a RequestContext),
+    Session(SessionHandle),
+}
+
+impl Asker<'_> {
+    async fn ask(&self, method: &str, params: Value) -> Result<Value, ClientRequestError> {
+        match self {
+            Asker::Request(ctx) => ctx.request(method, params).await,
+            Asker::Session(s) => s.request(method, params).await,
+        }
+    }
+}
+
+fn ended(end: &End) -> String {
+    match end {
+        End::Closed => "ended".into(),
+        End::Broken(why) => format!("broke ({why})"),
+    }
+}
+
+/// The upstream's session is gone (`404`): the request's explicit error
+/// goes on its stream first, then the gateway's session ends (the client's
+/// next request is `404`, and it initializes anew). The error returned is
+/// the same, for a transport that can still send it.
+async fn gone(ctx: &RequestContext) -> RpcError {
+    let e = lost("the upstream's session is gone (404)");
+    let response = json!({"jsonrpc": "2.0", "id": ctx.request_id(), "error": e.to_json()});
+    let _ = ctx.notify_raw(Bytes::from(response.to_string())).await;
+    if let Some(s) = ctx.session() {
+        // An ended session's streams end at once: the error is given a
+        // moment to be read first (a client that misses it still finds the
+        // session 404, never a silent stream).
+        tokio::spawn(async move {
+            tokio::time::sleep(GONE_GRACE).await;
+            end(&s, "the upstream's session is gone (404)");
+        });
+    }
+    e
+}
+
+/// How long a session whose upstream session is gone lives on for the
+/// request that found out to be answered.
+const GONE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Ends the gateway's session because its upstream session ended.
+pub(crate) fn end(session: &SessionHandle, why: &str) {
+    tracing::info!(session = %session.id(), why, "the gateway's session ends");
+    session.end();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_routed_by_their_id_and_method() {
+        let r = |s: &'static str| route(Bytes::from_static(s.as_bytes()));
+        assert!(matches!(
+            r(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#),
+            Ok(Routed::Notification(_))
+        ));
+        match r(r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"a":1}}"#) {
+            Ok(Routed::Request(id, m, p)) => {
+                assert_eq!((id, m, p), (json!("s1"), "sampling/createMessage".into(), json!({"a":1})))
+            }
+            _ => panic!("a request"),
+        }
+        match r(r#"{"jsonrpc":"2.0","id":3,"result":{"x":1}}"#) {
+            Ok(Routed::Response(id, Ok(v))) => assert_eq!((id, v), (json!(3), json!({"x":1}))),
+            _ => panic!("a result"),
+        }
+        match r(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad","data":[1]}}"#) {
+            Ok(Routed::Response(_, Err(e))) => {
+                assert_eq!((e.code, e.message.as_str(), e.data), (-32602, "bad", Some(json!([1]))))
+            }
+            _ => panic!("an error"),
+        }
+        assert!(r("{}").is_err());
+        assert!(r("not json").is_err());
+    }
+}

@@ -1,0 +1,207 @@
+//! The upstream half: an ordinary Streamable HTTP MCP client, one job per
+//! call (`POST` a message, `GET` a stream with or without a cursor,
+//! `DELETE` a session), each answer read as what it is (JSON, an SSE
+//! stream, `202`, or a status the caller turns into an explicit error).
+
+pub(crate) mod sse;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+/// `Mcp-Session-Id`.
+pub(crate) const SESSION: &str = "mcp-session-id";
+/// `MCP-Protocol-Version`.
+pub(crate) const VERSION: &str = "mcp-protocol-version";
+
+/// An MCP server over Streamable HTTP at one URL.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    client: reqwest::Client,
+    url: reqwest::Url,
+}
+
+/// Why the upstream could not be asked (refused, reset, timed out): the
+/// upstream's failure, to be answered explicitly.
+#[derive(Debug, Clone)]
+pub(crate) struct Fault(pub(crate) String);
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the upstream answered.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// `200` with one JSON message.
+    Json(Bytes),
+    /// `200` with an SSE stream.
+    Stream(Events),
+    /// `202` (a notification or a response taken).
+    Accepted,
+    /// Any other status, with its body.
+    Status(u16, Bytes),
+}
+
+/// How long the upstream may take to accept a connection and to answer a
+/// message's head.
+const CONNECT: Duration = Duration::from_secs(5);
+
+impl Upstream {
+    /// The MCP endpoint at `url` (`http://`).
+    pub fn new(url: &str) -> Result<Upstream, String> {
+        let url = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        if url.scheme() != "http" {
+            return Err(format!("{url}: only http:// upstreams are served so far"));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("the HTTP client: {e}"))?;
+        Ok(Upstream { client, url })
+    }
+
+    /// The endpoint's URL.
+    pub fn url(&self) -> &str {
+        self.url.as_str()
+    }
+
+    fn headers(session: Option<&str>, version: Option<&str>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        for (name, value) in [(SESSION, session), (VERSION, version)] {
+            if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+                h.insert(name, v);
+            }
+        }
+        h
+    }
+
+    /// POSTs one message; `Ok` with the answer's session id (an
+    /// `initialize` gets one).
+    pub(crate) async fn post(
+        &self,
+        session: Option<&str>,
+        version: Option<&str>,
+        body: Bytes,
+    ) -> Result<(Answer, Option<String>), Fault> {
+        let mut h = Self::headers(session, version);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let r = self.client.post(self.url.clone()).headers(h).body(body).send().await;
+        read(r).await
+    }
+
+    /// GETs the session's standalone stream, or, with `cursor`, resumes the
+    /// stream of that event (`Last-Event-ID`).
+    pub(crate) async fn get(
+        &self,
+        session: &str,
+        version: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<Answer, Fault> {
+        let mut h = Self::headers(Some(session), version);
+        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(c) = cursor.and_then(|c| HeaderValue::from_str(c).ok()) {
+            h.insert("last-event-id", c);
+        }
+        let r = self.client.get(self.url.clone()).headers(h).send().await;
+        read(r).await.map(|(a, _)| a)
+    }
+
+    /// DELETEs the session (its answer does not matter: the gateway's
+    /// session is over either way).
+    pub(crate) async fn delete(&self, session: &str, version: Option<&str>) {
+        let h = Self::headers(Some(session), version);
+        let r = self.client.delete(self.url.clone()).headers(h).timeout(CONNECT).send().await;
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "upstream DELETE");
+        }
+    }
+}
+
+/// Reads an answer's head (and a body that is not a stream).
+async fn read(r: reqwest::Result<reqwest::Response>) -> Result<(Answer, Option<String>), Fault> {
+    let r = r.map_err(|e| Fault(format!("the upstream cannot be reached: {}", chain(&e))))?;
+    let session = r.headers().get(SESSION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let status = r.status().as_u16();
+    let sse = r
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    let answer = match status {
+        200 if sse => Answer::Stream(Events::new(r)),
+        202 => Answer::Accepted,
+        _ => {
+            let body = r.bytes().await.map_err(|e| Fault(format!("the upstream's answer broke: {e}")))?;
+            if status == 200 {
+                Answer::Json(body)
+            } else {
+                Answer::Status(status, body)
+            }
+        }
+    };
+    Ok((answer, session))
+}
+
+/// An error with its sources (reqwest's own message hides the cause).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// The events of an upstream SSE answer.
+pub(crate) struct Events {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+    parser: sse::Parser,
+    ready: VecDeque<sse::Event>,
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Events").field("ready", &self.ready.len()).finish()
+    }
+}
+
+/// How an upstream stream ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The upstream closed it.
+    Closed,
+    /// It broke (reset, or a line too long): the reason.
+    Broken(String),
+}
+
+impl Events {
+    fn new(r: reqwest::Response) -> Events {
+        Events { body: r.bytes_stream().boxed(), parser: sse::Parser::default(), ready: VecDeque::new() }
+    }
+
+    /// The next event, or how the stream ended.
+    pub(crate) async fn next(&mut self) -> Result<sse::Event, End> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Ok(e);
+            }
+            match self.body.next().await {
+                None => return Err(End::Closed),
+                Some(Err(e)) => return Err(End::Broken(chain(&e))),
+                Some(Ok(chunk)) => {
+                    self.ready.extend(self.parser.push(&chunk).map_err(|e| End::Broken(e.into()))?)
+                }
+            }
+        }
+    }
+}

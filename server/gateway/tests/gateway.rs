@@ -1,0 +1,222 @@
+//! gapless-gateway in front of a real upstream: the official TypeScript
+//! SDK 1.32.2's Streamable HTTP server (`tests/upstreams/ts_upstream.mjs`,
+//! installed by `scripts/setup.sh`), started on a free loopback port, with
+//! the gateway in process on gapless-server's router. Clients speak plain
+//! HTTP to the gateway, as any MCP client does.
+
+#[path = "../../bin/tests/common/mod.rs"]
+mod common;
+
+use common::{SseReader, TestServer};
+use gapless::RingConfig;
+use gapless_gateway::{upstream::Upstream, GatewayHost};
+use gapless_server::{McpServer, ServerConfig};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The TypeScript upstream, killed when dropped.
+struct Node {
+    child: Child,
+    port: u16,
+}
+
+impl Node {
+    /// `ts_upstream.mjs` on `port` (0: a free one), with its event store.
+    fn start(port: u16) -> Node {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams");
+        assert!(
+            dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+            "run scripts/setup.sh: the upstream's packages are not installed in {}",
+            dir.display()
+        );
+        let mut child = Command::new("node")
+            .args(["ts_upstream.mjs", "--port", &port.to_string(), "--event-store"])
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port =
+            line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+        Node { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The gateway to `upstream`, in process on a free loopback port.
+async fn gateway(upstream: &str, config: ServerConfig) -> TestServer {
+    let host = GatewayHost::new(Upstream::new(upstream).unwrap());
+    let server = McpServer::builder(host).config(config).build().unwrap();
+    let addr = common::serve(server.router()).await;
+    TestServer::at(addr, "/mcp", server)
+}
+
+fn emit(count: u64, interval_ms: u64) -> Value {
+    json!({"count": count, "interval_ms": interval_ms})
+}
+
+/// Reads a call's stream to its end: the seqs of its notifications, its
+/// response, and the id of each event.
+async fn drain(sse: &mut SseReader, upto: Option<usize>) -> (Vec<u64>, Option<Value>, Vec<Option<String>>) {
+    let (mut seqs, mut ids) = (vec![], vec![]);
+    while let Some(e) = sse.next().await {
+        ids.push(e.id.clone());
+        if let Some(s) = e.emit_seq() {
+            seqs.push(s);
+        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+            return (seqs, Some(m), ids);
+        }
+        if upto.is_some_and(|n| seqs.len() >= n) {
+            break;
+        }
+    }
+    (seqs, None, ids)
+}
+
+/// `initialize` and a streaming call pass through; the client's session id
+/// is the gateway's own (not the upstream's UUID); the events carry
+/// gapless's ids; a cut stream resumed at the gateway brings every later
+/// event once, in order, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_streams_through_and_resumes_at_the_gateway() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    assert_eq!(sid.len(), 32, "a gapless session id, not the upstream's UUID: {sid}");
+    assert!(!sid.contains('-'), "{sid}");
+
+    let r = g.call_tool(&sid, 7, "emit_events", emit(40, 3)).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let (first, done, ids) = drain(&mut sse, Some(10)).await;
+    assert_eq!(done, None);
+    assert_eq!(first, (1..=10).collect::<Vec<_>>());
+    let cursor = ids.iter().rev().flatten().next().expect("gapless event ids").clone();
+    assert!(cursor.parse::<gapless::EventId>().is_ok(), "{cursor} is not a gapless event id");
+    drop(sse);
+
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = g.get(Some(&sid), Some(&cursor)).await;
+    assert_eq!(r.status(), 200);
+    let (rest, done, _) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(rest, (11..=40).collect::<Vec<_>>(), "every later event once, in order");
+    let done = done.expect("the response");
+    assert_eq!((&done["id"], &done["result"]["content"][0]["text"]), (&json!(7), &json!("emitted 40")));
+}
+
+/// A cursor whose later events the gateway's ring no longer holds is
+/// refused with 409 and the numbers, never answered with a silent gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_cursor_is_refused() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default().with_ring(RingConfig::new(16, 1 << 20))).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 2, "emit_events", emit(60, 0)).await;
+    let mut sse = SseReader::new(r);
+    let (_, _, ids) = drain(&mut sse, Some(1)).await;
+    let cursor = ids.iter().rev().flatten().next().unwrap().clone();
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let body = common::expect_error(g.get(Some(&sid), Some(&cursor)).await, 409, "gap_not_covered").await;
+    assert!(body["missing"].as_u64().unwrap() > 0, "{body}");
+}
+
+/// The upstream killed mid-call: the call is answered with the explicit
+/// `request_lost` (-31002) within the 5 s bound, not left silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_upstream_fails_the_pending_call_explicitly() {
+    let mut up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 3, "emit_events", emit(2000, 5)).await;
+    let mut sse = SseReader::new(r);
+    let (seen, _, _) = drain(&mut sse, Some(5)).await;
+    assert_eq!(seen.len(), 5);
+    up.kill();
+    let killed = Instant::now();
+    let (_, done, _) = drain(&mut sse, None).await;
+    let done = done.expect("an explicit answer");
+    assert_eq!(done["error"]["code"], -31002, "{done}");
+    assert!(killed.elapsed() < Duration::from_secs(5), "{:?}", killed.elapsed());
+}
+
+/// The upstream restarted (its sessions gone): the next call gets the
+/// explicit error (or 404 at once), and the session ends with 404 so the client
+/// re-initializes; a new session works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_upstream_ends_the_session_with_404() {
+    let mut up = Node::start(0);
+    let port = up.port;
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    up.kill();
+    let _up = Node::start(port);
+    // The gateway may have found the upstream's session gone already
+    // (its standalone stream reopens within a second): then this call is
+    // 404 at once; else it is answered with the explicit error.
+    let r = g.call_tool(&sid, 4, "emit_events", emit(3, 0)).await;
+    if r.status() != 404 {
+        let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+        assert_eq!(done.expect("an answer")["error"]["code"], -31002);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = g.call_tool(&sid, 5, "emit_events", emit(1, 0)).await;
+        if r.status() == 404 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {} for an ended session", r.status());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again = g.initialize().await;
+    let r = g.call_tool(&again, 6, "emit_events", emit(3, 0)).await;
+    let (seqs, done, _) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(
+        (seqs, done.unwrap()["result"]["content"][0]["text"].clone()),
+        (vec![1, 2, 3], json!("emitted 3"))
+    );
+}
+
+/// `DELETE` at the gateway ends the upstream's session too: the upstream's
+/// standalone stream the gateway held ends, and the session is 404 here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_events_reach_the_standalone_stream_and_delete_ends_both() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let get = g.get(Some(&sid), None).await;
+    assert_eq!(get.status(), 200);
+    let mut standalone = SseReader::new(get);
+    // The gateway opens the upstream's standalone stream itself; give it
+    // a moment, then have the tool publish there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = g
+        .call_tool(&sid, 8, "emit_events", json!({"count": 5, "interval_ms": 2, "target": "standalone"}))
+        .await;
+    let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 5");
+    let (seqs, _, _) = drain(&mut standalone, Some(5)).await;
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+    let r = g.http.delete(&g.url).header("mcp-session-id", &sid).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(g.call_tool(&sid, 9, "emit_events", emit(1, 0)).await.status(), 404);
+}

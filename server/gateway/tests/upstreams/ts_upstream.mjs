@@ -1,0 +1,243 @@
+// An upstream MCP server on the official TypeScript SDK (McpServer), for
+// gapless-gateway's tests. One tool, `emit_events`, sends `count` log
+// notifications either on the tool call's own stream ("request") or on the
+// session's standalone GET stream ("standalone"), then returns
+// "emitted <count>".
+//
+//   node ts_upstream.mjs --port N [--event-store] [--json]
+//       Streamable HTTP, stateful, on http://127.0.0.1:N/mcp (N may be 0: a
+//       free port). Prints "listening <port>" on stdout once it listens.
+//       --event-store: each session's transport gets the SDK's
+//         InMemoryEventStore (SSE event ids, Last-Event-ID replay).
+//       --json: enableJsonResponse (POSTs answer with plain JSON, no SSE).
+//   node ts_upstream.mjs --stdio
+//       The same server over stdio; logs go to stderr only.
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import * as z from 'zod/v4';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+
+function log(...args) {
+  // stdout belongs to the protocol in --stdio mode, and to the "listening"
+  // line in HTTP mode: everything else goes to stderr.
+  console.error('[ts_upstream]', ...args);
+}
+
+function parseArgs(argv) {
+  const opts = { port: undefined, stdio: false, eventStore: false, json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--port') {
+      const v = argv[++i];
+      if (v === undefined || !/^\d+$/.test(v) || Number(v) > 65535) {
+        throw new Error(`--port needs a number 0..65535, got ${v}`);
+      }
+      opts.port = Number(v);
+    } else if (a === '--stdio') {
+      opts.stdio = true;
+    } else if (a === '--event-store') {
+      opts.eventStore = true;
+    } else if (a === '--json') {
+      opts.json = true;
+    } else {
+      throw new Error(`unknown argument ${a}`);
+    }
+  }
+  if (opts.stdio === (opts.port !== undefined)) {
+    throw new Error('usage: ts_upstream.mjs --port N [--event-store] [--json] | --stdio');
+  }
+  return opts;
+}
+
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms));
+
+// One McpServer per session: an McpServer connects to a single transport.
+function createServer() {
+  const server = new McpServer(
+    { name: 'gapless-ts-upstream', version: '0.0.0' },
+    { capabilities: { logging: {} } }
+  );
+  server.registerTool(
+    'emit_events',
+    {
+      description:
+        'Sends `count` notifications/message (level info, data {seq, pad}) `interval_ms` apart, ' +
+        "on the call's own stream (target request) or on the standalone GET stream (target standalone), " +
+        'then returns "emitted <count>".',
+      inputSchema: {
+        count: z.number().int().min(0),
+        interval_ms: z.number().int().min(0).default(0),
+        payload_bytes: z.number().int().min(0).default(0),
+        target: z.enum(['request', 'standalone']).default('request')
+      }
+    },
+    async ({ count, interval_ms, payload_bytes, target }, extra) => {
+      const pad = 'x'.repeat(payload_bytes);
+      for (let seq = 1; seq <= count; seq++) {
+        if (seq > 1 && interval_ms > 0) {
+          await sleep(interval_ms);
+        }
+        const notification = {
+          method: 'notifications/message',
+          params: { level: 'info', data: { seq, pad } }
+        };
+        if (target === 'request') {
+          // Carries relatedRequestId: goes on this tools/call's POST stream.
+          await extra.sendNotification(notification);
+        } else {
+          // No related request: goes on the session's standalone GET stream
+          // (stored for replay when an event store is set, else dropped if no
+          // GET stream is open).
+          await server.server.notification(notification);
+        }
+      }
+      return { content: [{ type: 'text', text: `emitted ${count}` }] };
+    }
+  );
+  return server;
+}
+
+function sendJsonRpcError(res, status, code, message) {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on('data', c => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+async function runHttp(opts) {
+  /** @type {Map<string, StreamableHTTPServerTransport>} */
+  const transports = new Map();
+
+  async function handle(req, res) {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    if (url.pathname !== '/mcp') {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not found\n');
+      return;
+    }
+    const sessionId = req.headers['mcp-session-id'];
+    if (Array.isArray(sessionId)) {
+      sendJsonRpcError(res, 400, -32000, 'Bad Request: more than one Mcp-Session-Id header');
+      return;
+    }
+    if (req.method === 'POST') {
+      let body;
+      try {
+        body = JSON.parse(await readBody(req));
+      } catch {
+        sendJsonRpcError(res, 400, -32700, 'Parse error: Invalid JSON');
+        return;
+      }
+      if (sessionId !== undefined) {
+        const transport = transports.get(sessionId);
+        if (!transport) {
+          sendJsonRpcError(res, 404, -32001, 'Session not found');
+          return;
+        }
+        await transport.handleRequest(req, res, body);
+        return;
+      }
+      if (!isInitializeRequest(body)) {
+        sendJsonRpcError(res, 400, -32000, 'Bad Request: No valid session ID provided');
+        return;
+      }
+      const transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        eventStore: opts.eventStore ? new InMemoryEventStore() : undefined,
+        enableJsonResponse: opts.json,
+        onsessioninitialized: id => {
+          transports.set(id, transport);
+          log('session initialized', id);
+        }
+      });
+      transport.onerror = err => log('transport error', transport.sessionId ?? '-', err.message);
+      transport.onclose = () => {
+        const id = transport.sessionId;
+        if (id !== undefined && transports.get(id) === transport) {
+          transports.delete(id);
+          log('session closed', id);
+        }
+      };
+      const server = createServer();
+      await server.connect(transport);
+      await transport.handleRequest(req, res, body);
+      return;
+    }
+    if (req.method === 'GET' || req.method === 'DELETE') {
+      if (sessionId === undefined) {
+        sendJsonRpcError(res, 400, -32000, 'Bad Request: Mcp-Session-Id header is required');
+        return;
+      }
+      const transport = transports.get(sessionId);
+      if (!transport) {
+        sendJsonRpcError(res, 404, -32001, 'Session not found');
+        return;
+      }
+      await transport.handleRequest(req, res);
+      return;
+    }
+    res.setHeader('allow', 'GET, POST, DELETE');
+    sendJsonRpcError(res, 405, -32000, 'Method not allowed.');
+  }
+
+  const httpServer = http.createServer((req, res) => {
+    handle(req, res).catch(err => {
+      log('error handling request:', err);
+      sendJsonRpcError(res, 500, -32603, 'Internal server error');
+    });
+  });
+  await new Promise((resolve, reject) => {
+    httpServer.once('error', reject);
+    httpServer.listen(opts.port, '127.0.0.1', resolve);
+  });
+  const { port } = httpServer.address();
+  process.stdout.write(`listening ${port}\n`);
+  log(`http://127.0.0.1:${port}/mcp event-store=${opts.eventStore} json=${opts.json}`);
+
+  const shutdown = async () => {
+    for (const transport of [...transports.values()]) {
+      await transport.close().catch(() => {});
+    }
+    httpServer.close();
+    httpServer.closeAllConnections?.();
+    process.exit(0);
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
+
+async function runStdio() {
+  const server = createServer();
+  const transport = new StdioServerTransport();
+  await server.connect(transport);
+  // The process ends by itself once stdin ends (nothing else keeps it alive).
+  log('stdio ready');
+}
+
+let opts;
+try {
+  opts = parseArgs(process.argv.slice(2));
+} catch (err) {
+  log(err.message);
+  process.exit(2);
+}
+if (opts.stdio) {
+  await runStdio();
+} else {
+  await runHttp(opts);
+}
