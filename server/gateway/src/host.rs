@@ -6,7 +6,7 @@
 //! upstream's end (`404`) ends it.
 
 use crate::pump::{end, lost, Asker, Bound, Link};
-use crate::upstream::{Answer, End, Upstream};
+use crate::upstream::{Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
@@ -105,7 +105,18 @@ impl Host for GatewayHost {
             let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
             let link = Link { upstream, bound: Arc::new(Bound { id: upstream_sid, version }) };
             lock(&links).insert(session.id(), link.clone());
-            tokio::spawn(hold(link, session, links));
+            // The upstream's standalone stream is open before the client
+            // has its session, so that nothing the upstream sends there
+            // from then on misses it (an upstream drops standalone
+            // messages while no GET is open).
+            let first = match &link.bound.id {
+                Some(sid) => {
+                    let get = link.upstream.get(sid, link.bound.version.as_deref(), None);
+                    tokio::time::timeout(OPEN_WAIT, get).await.ok()
+                }
+                None => None,
+            };
+            tokio::spawn(hold(link, session, links, first));
             Ok(result)
         }))
     }
@@ -149,15 +160,20 @@ fn upstream_error(e: Value) -> RpcError {
     }
 }
 
-/// How long the standalone stream waits before it is opened again.
-const REOPEN: Duration = Duration::from_secs(1);
+/// How long the standalone stream waits before it is opened again: the
+/// first wait, doubled after each failure up to the second.
+const REOPEN: Duration = Duration::from_millis(100);
+const REOPEN_MAX: Duration = Duration::from_secs(1);
+/// How long `initialize` waits for the upstream's standalone stream to
+/// open before it answers anyway.
+const OPEN_WAIT: Duration = Duration::from_secs(2);
 
 /// Holds the session's upstream standalone stream open while the session
 /// lives, and deletes the upstream's session when the gateway's ends.
-async fn hold(link: Link, session: SessionHandle, links: Links) {
+async fn hold(link: Link, session: SessionHandle, links: Links, first: Option<Result<Answer, Fault>>) {
     tokio::select! {
         _ = session.closed() => {}
-        _ = standalone(&link, &session) => {}
+        _ = standalone(&link, &session, first) => {}
     }
     lock(&links).remove(&session.id());
     if let Some(sid) = &link.bound.id {
@@ -169,26 +185,34 @@ async fn hold(link: Link, session: SessionHandle, links: Links) {
 /// cursor, where the upstream gave ids) whenever it ends; over when the
 /// upstream has none (`405`) or its session is gone (`404`, which ends the
 /// gateway's).
-async fn standalone(link: &Link, session: &SessionHandle) {
+async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Result<Answer, Fault>>) {
     let Some(sid) = link.bound.id.clone() else { return };
     let version = link.bound.version.as_deref();
     let mut cursor: Option<String> = None;
+    let mut wait = REOPEN;
     loop {
-        let mut events = match link.upstream.get(&sid, version, cursor.as_deref()).await {
+        let opened = match first.take() {
+            Some(answer) => answer,
+            None => link.upstream.get(&sid, version, cursor.as_deref()).await,
+        };
+        let mut events = match opened {
             Ok(Answer::Stream(ev)) => ev,
             Ok(Answer::Status(404, _)) => return end(session, "the upstream's session is gone (404)"),
             Ok(Answer::Status(405, _)) => return std::future::pending().await,
             Ok(other) => {
                 tracing::debug!(?other, "the upstream's standalone stream was not opened");
-                tokio::time::sleep(REOPEN).await;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(REOPEN_MAX);
                 continue;
             }
             Err(f) => {
                 tracing::debug!(fault = %f, "the upstream's standalone stream");
-                tokio::time::sleep(REOPEN).await;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(REOPEN_MAX);
                 continue;
             }
         };
+        wait = REOPEN;
         while let Ok(e) = events.next().await {
             if let Some(i) = e.id {
                 cursor = Some(i);

@@ -160,16 +160,25 @@ impl Link {
     async fn pump(&self, mut events: Events, id: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
         let mut cursor: Option<String> = None;
         let mut since_resume = 0usize;
+        // Set while a resume has brought nothing yet: by then it must.
+        let mut resumed_by: Option<tokio::time::Instant> = None;
         let mut relays = FuturesUnordered::new();
         loop {
             let next = tokio::select! {
                 e = events.next() => e,
+                _ = sleep_until(resumed_by), if resumed_by.is_some() => {
+                    return Err(lost(format!(
+                        "a resume of its stream brought nothing in {} s while the request is pending",
+                        RESUME_BOUND.as_secs()
+                    )));
+                }
                 Some(()) = relays.next(), if !relays.is_empty() => continue,
                 _ = ctx.cancelled() => return Err(self.cancel(id).await),
             };
             let ending = match next {
                 Ok(e) => {
                     since_resume += 1;
+                    resumed_by = None;
                     if let Some(i) = e.id {
                         cursor = Some(i);
                     }
@@ -208,7 +217,16 @@ impl Link {
                 )));
             }
             since_resume = 0;
-            events = match self.upstream.get(self.session().unwrap_or(""), self.version(), Some(&c)).await {
+            let by = tokio::time::Instant::now() + RESUME_BOUND;
+            resumed_by = Some(by);
+            let resume = self.upstream.get(self.session().unwrap_or(""), self.version(), Some(&c));
+            let Ok(resumed) = tokio::time::timeout_at(by, resume).await else {
+                return Err(lost(format!(
+                    "it did not answer the resume after {c} in {} s",
+                    RESUME_BOUND.as_secs()
+                )));
+            };
+            events = match resumed {
                 Ok(Answer::Stream(ev)) => ev,
                 Ok(Answer::Status(404, _)) if self.session().is_some() => return Err(gone(ctx).await),
                 Ok(Answer::Status(s, _)) => {
@@ -233,6 +251,18 @@ impl Link {
         if let Err(f) = self.send(answer).await {
             tracing::warn!(fault = %f, method, "the client's answer could not be posted upstream");
         }
+    }
+}
+
+/// How long a resumed upstream stream may stay silent before the pending
+/// request is answered `request_lost` (seed 003: an empty replay while a
+/// request is pending is suspect, not caught up).
+pub(crate) const RESUME_BOUND: std::time::Duration = std::time::Duration::from_secs(4);
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

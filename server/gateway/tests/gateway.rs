@@ -26,6 +26,12 @@ struct Node {
 impl Node {
     /// `ts_upstream.mjs` on `port` (0: a free one), with its event store.
     fn start(port: u16) -> Node {
+        Node::with(port, &["--event-store"])
+    }
+
+    /// `ts_upstream.mjs` on `port` with `flags` (`--event-store`,
+    /// `--forget-events`, none: no event ids).
+    fn with(port: u16, flags: &[&str]) -> Node {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams");
         assert!(
             dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
@@ -33,7 +39,8 @@ impl Node {
             dir.display()
         );
         let mut child = Command::new("node")
-            .args(["ts_upstream.mjs", "--port", &port.to_string(), "--event-store"])
+            .args(["ts_upstream.mjs", "--port", &port.to_string()])
+            .args(flags)
             .current_dir(&dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -59,6 +66,48 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A TCP proxy between the gateway and its upstream whose live connections
+/// the test cuts: the upstream lives on, its streams to the gateway break.
+struct Cutter {
+    port: u16,
+    live: std::sync::Arc<std::sync::Mutex<Vec<tokio_util::sync::CancellationToken>>>,
+}
+
+impl Cutter {
+    async fn start(to: u16) -> Cutter {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let live: std::sync::Arc<std::sync::Mutex<Vec<tokio_util::sync::CancellationToken>>> =
+            Default::default();
+        let l2 = live.clone();
+        tokio::spawn(async move {
+            while let Ok((mut down, _)) = listener.accept().await {
+                let Ok(mut up) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else { continue };
+                let cut = tokio_util::sync::CancellationToken::new();
+                l2.lock().unwrap().push(cut.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut down, &mut up) => {}
+                        _ = cut.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Cutter { port, live }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Breaks every connection open now; returns how many.
+    fn cut_all(&self) -> usize {
+        let cut: Vec<_> = std::mem::take(&mut *self.live.lock().unwrap());
+        cut.iter().for_each(|c| c.cancel());
+        cut.len()
     }
 }
 
@@ -219,4 +268,65 @@ async fn standalone_events_reach_the_standalone_stream_and_delete_ends_both() {
     let r = g.http.delete(&g.url).header("mcp-session-id", &sid).send().await.unwrap();
     assert!(r.status().is_success(), "{}", r.status());
     assert_eq!(g.call_tool(&sid, 9, "emit_events", emit(1, 0)).await.status(), 404);
+}
+
+/// The gateway's own upstream connection breaks mid-call (the upstream
+/// lives): it resumes the upstream's stream with the upstream's
+/// `Last-Event-ID`, and the client, which saw no break, reads every event
+/// once, in order, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_upstream_stream_is_resumed_with_the_upstreams_cursor() {
+    let up = Node::start(0);
+    let cutter = Cutter::start(up.port).await;
+    let g = gateway(&cutter.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 2, "emit_events", emit(60, 5)).await;
+    let mut sse = SseReader::new(r);
+    let (first, _, _) = drain(&mut sse, Some(20)).await;
+    assert!(cutter.cut_all() > 0);
+    let (rest, done, _) = drain(&mut sse, None).await;
+    let all: Vec<u64> = first.into_iter().chain(rest).collect();
+    assert_eq!(all, (1..=60).collect::<Vec<_>>(), "every event once, in order, across the upstream's break");
+    assert_eq!(done.expect("the result")["result"]["content"][0]["text"], "emitted 60");
+}
+
+/// An upstream that gives no event ids: a break of its stream cannot be
+/// resumed, and the pending call is answered -31002 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_break_of_an_upstream_without_ids_fails_the_call_at_once() {
+    let up = Node::with(0, &[]);
+    let cutter = Cutter::start(up.port).await;
+    let g = gateway(&cutter.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 2, "emit_events", emit(400, 5)).await;
+    let mut sse = SseReader::new(r);
+    drain(&mut sse, Some(5)).await;
+    cutter.cut_all();
+    let at = Instant::now();
+    let (_, done, _) = drain(&mut sse, None).await;
+    let done = done.expect("an explicit answer");
+    assert_eq!(done["error"]["code"], -31002, "{done}");
+    assert!(done["error"]["message"].as_str().unwrap().contains("no event ids"), "{done}");
+    assert!(at.elapsed() < Duration::from_secs(2), "{:?}", at.elapsed());
+}
+
+/// An upstream whose store kept nothing answers the resume with an empty
+/// `200` (its stream stays open and silent) while the call is pending: the
+/// call is answered -31002 within the 5 s bound, never left silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_resume_while_a_call_is_pending_is_an_explicit_error() {
+    let up = Node::with(0, &["--forget-events"]);
+    let cutter = Cutter::start(up.port).await;
+    let g = gateway(&cutter.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 2, "emit_events", emit(2000, 5)).await;
+    let mut sse = SseReader::new(r);
+    drain(&mut sse, Some(5)).await;
+    cutter.cut_all();
+    let at = Instant::now();
+    let (_, done, _) = drain(&mut sse, None).await;
+    let done = done.expect("an explicit answer");
+    assert_eq!(done["error"]["code"], -31002, "{done}");
+    assert!(done["error"]["message"].as_str().unwrap().contains("brought nothing"), "{done}");
+    assert!(at.elapsed() < Duration::from_secs(5), "{:?}", at.elapsed());
 }

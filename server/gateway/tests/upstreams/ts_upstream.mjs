@@ -4,12 +4,16 @@
 // session's standalone GET stream ("standalone"), then returns
 // "emitted <count>".
 //
-//   node ts_upstream.mjs --port N [--event-store] [--json]
+//   node ts_upstream.mjs --port N [--event-store | --forget-events] [--json]
 //       Streamable HTTP, stateful, on http://127.0.0.1:N/mcp (N may be 0: a
 //       free port). Prints "listening <port>" on stdout once it listens.
 //       --event-store: each session's transport gets the SDK's
 //         InMemoryEventStore (SSE event ids, Last-Event-ID replay).
 //       --json: enableJsonResponse (POSTs answer with plain JSON, no SSE).
+//       --forget-events: an event store that gives ids but has kept nothing
+//         when asked to replay (an evicting or restarted store): a resume is
+//         answered 200 with an empty stream, the SDK's answer to a cursor it
+//         cannot serve. Implies --event-store.
 //   node ts_upstream.mjs --stdio
 //       The same server over stdio; logs go to stderr only.
 import { randomUUID } from 'node:crypto';
@@ -21,6 +25,14 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 
+// An event store that has forgotten everything by the time it is asked to
+// replay: the stream it names is a new one, and nothing is sent on it.
+class ForgetfulEventStore extends InMemoryEventStore {
+  async replayEventsAfter(_lastEventId, _sender) {
+    return `forgotten-${randomUUID()}`;
+  }
+}
+
 function log(...args) {
   // stdout belongs to the protocol in --stdio mode, and to the "listening"
   // line in HTTP mode: everything else goes to stderr.
@@ -28,7 +40,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { port: undefined, stdio: false, eventStore: false, json: false };
+  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') {
@@ -41,6 +53,9 @@ function parseArgs(argv) {
       opts.stdio = true;
     } else if (a === '--event-store') {
       opts.eventStore = true;
+    } else if (a === '--forget-events') {
+      opts.eventStore = true;
+      opts.forget = true;
     } else if (a === '--json') {
       opts.json = true;
     } else {
@@ -48,7 +63,7 @@ function parseArgs(argv) {
     }
   }
   if (opts.stdio === (opts.port !== undefined)) {
-    throw new Error('usage: ts_upstream.mjs --port N [--event-store] [--json] | --stdio');
+    throw new Error('usage: ts_upstream.mjs --port N [--event-store | --forget-events] [--json] | --stdio');
   }
   return opts;
 }
@@ -158,7 +173,7 @@ async function runHttp(opts) {
       }
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        eventStore: opts.eventStore ? new InMemoryEventStore() : undefined,
+        eventStore: opts.forget ? new ForgetfulEventStore() : opts.eventStore ? new InMemoryEventStore() : undefined,
         enableJsonResponse: opts.json,
         onsessioninitialized: id => {
           transports.set(id, transport);
