@@ -123,8 +123,13 @@ impl Link {
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
         let id = ctx.request_id().clone();
-        let body =
-            Bytes::from(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        // A request without params goes without them (`"params": null` is
+        // not a valid MCP request).
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            request["params"] = params;
+        }
+        let body = Bytes::from(request.to_string());
         let posted = tokio::select! {
             a = self.upstream.post(self.session(), self.version(), body) => a,
             _ = ctx.cancelled() => return Err(self.cancel(&id).await),
@@ -138,9 +143,9 @@ impl Link {
             Ok((Answer::Stream(events), _)) => self.pump(events, &id, ctx).await,
             Ok((Answer::Accepted, _)) => Err(lost("the upstream answered the request with 202")),
             Ok((Answer::Status(404, _), _)) if self.session().is_some() => Err(gone(ctx).await),
-            Ok((Answer::Status(s, body), _)) => match route(body) {
+            Ok((Answer::Status(s, body), _)) => match route(body.clone()) {
                 Ok(Routed::Response(rid, o)) if rid == id => o,
-                _ => Err(lost(format!("the upstream answered {s}"))),
+                _ => Err(lost(format!("the upstream answered {s}: {}", excerpt(&body)))),
             },
         }
     }
@@ -280,6 +285,12 @@ impl Asker<'_> {
             Asker::Session(s) => s.request(method, params).await,
         }
     }
+}
+
+/// The start of an upstream's body, for an error message.
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
+    text.trim().to_owned()
 }
 
 fn ended(end: &End) -> String {

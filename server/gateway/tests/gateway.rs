@@ -330,3 +330,50 @@ async fn an_empty_resume_while_a_call_is_pending_is_an_explicit_error() {
     assert!(done["error"]["message"].as_str().unwrap().contains("brought nothing"), "{done}");
     assert!(at.elapsed() < Duration::from_secs(5), "{:?}", at.elapsed());
 }
+
+/// A client migrates its session to a WebSocket mid-call (seed 000): the
+/// socket's first frame is the one after its cursor, and every event of
+/// the upstream's call reaches it once, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_migration_mid_call_loses_nothing() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.call_tool(&sid, 2, "emit_events", emit(200, 3)).await;
+    let mut sse = SseReader::new(r);
+    let (mut seen, _, ids) = drain(&mut sse, Some(30)).await;
+    drop(sse);
+    let cursor = ids.iter().rev().flatten().next().unwrap().clone();
+    let cseq: u64 = cursor.rsplit_once('-').unwrap().1.parse().unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = common::upgrade(&g, &sid, &json!({"cursor": cursor}).to_string()).await;
+    assert_eq!(r.status(), 200);
+    let ticket: Value = r.json().await.unwrap();
+    let mut ws = common::connect(&g, ticket["websocket"].as_str().unwrap()).await;
+    let mut expect = cseq + 1;
+    loop {
+        let (seq, _, msg) = common::frame(&mut ws).await.expect("the socket ended early");
+        assert_eq!(seq, expect, "the first frame is the cursor's next, and seqs rise by one");
+        expect += 1;
+        if let Some(n) = msg["params"]["data"]["seq"].as_u64() {
+            seen.push(n);
+        }
+        if msg["result"]["content"][0]["text"] == "emitted 200" {
+            break;
+        }
+    }
+    assert_eq!(seen, (1..=200).collect::<Vec<_>>(), "every event once across SSE and the socket");
+}
+
+/// A request without params (`tools/list` as the Python SDK sends it) is
+/// forwarded without them: `"params": null` is not a valid MCP request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_without_params_is_forwarded_without_them() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g.post(Some(&sid), json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"})).await;
+    let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+    let done = done.expect("the response");
+    assert_eq!(done["result"]["tools"][0]["name"], "emit_events", "{done}");
+}
