@@ -9,7 +9,8 @@
 //! A proxy is two half-protocols and a pump between them:
 //! - the client-facing half is gapless-server, through its public API only
 //!   ([`GatewayHost`] is its `Host`);
-//! - the upstream half is an MCP client ([`upstream`], HTTP);
+//! - the upstream half is an MCP client ([`upstream`]: Streamable HTTP, or a
+//!   stdio server's child process, one per session, [`StdioHost`]);
 //! - the pump (`pump.rs`) owns the correlation of requests, their answers,
 //!   and the upstream's server → client requests.
 //!
@@ -30,8 +31,10 @@
 //! What it promises and what it cannot is `docs/SPEC.md` §10.
 #![deny(missing_docs)]
 
+mod bridge;
 mod host;
 mod pump;
 pub mod upstream;
 
+pub use bridge::StdioHost;
 pub use host::GatewayHost;

@@ -1,7 +1,8 @@
 //! `gapless-gateway`: an MCP server behind gapless's endpoint.
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use gapless_gateway::{upstream::Upstream, GatewayHost};
+use gapless_gateway::upstream::{stdio::StdioCommand, Upstream};
+use gapless_gateway::{GatewayHost, StdioHost};
 use gapless_server::McpServer;
 use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 
@@ -9,11 +10,17 @@ use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 /// refused explicitly, and the upstream's faults made explicit.
 #[derive(Parser, Debug)]
 #[command(version, about)]
+#[command(group(clap::ArgGroup::new("upstreams").required(true).args(["upstream", "upstream_cmd"])))]
 struct Args {
     /// The upstream MCP server's Streamable HTTP endpoint
     /// (`http://HOST:PORT/PATH`).
     #[arg(long)]
-    upstream: String,
+    upstream: Option<String>,
+    /// A stdio MCP server as the upstream: this shell command is started
+    /// once per gateway session (a stdio server serves one client); its
+    /// stderr goes to the gateway's log, and its exit ends the session.
+    #[arg(long)]
+    upstream_cmd: Option<String>,
     #[command(flatten)]
     server: ServerFlags,
 }
@@ -25,13 +32,28 @@ async fn main() -> std::io::Result<()> {
     let cmd = Args::command().mut_arg("bind", |a| a.default_value("127.0.0.1:8090"));
     let a = Args::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(a.server.log_format);
-    let upstream = match Upstream::new(&a.upstream) {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("gapless-gateway: --upstream: {e}");
-            std::process::exit(2);
-        }
+    let builder = match (&a.upstream, &a.upstream_cmd) {
+        (Some(url), _) => match Upstream::new(url) {
+            Ok(u) => {
+                tracing::info!(upstream = %u.url(), "gateway to a Streamable HTTP server");
+                McpServer::builder(GatewayHost::new(u))
+            }
+            Err(e) => {
+                eprintln!("gapless-gateway: --upstream: {e}");
+                std::process::exit(2);
+            }
+        },
+        (None, Some(cmd)) => match StdioCommand::new(cmd) {
+            Ok(c) => {
+                tracing::info!(command = %c.command(), "gateway to a stdio server, a process per session");
+                McpServer::builder(StdioHost::new(c))
+            }
+            Err(e) => {
+                eprintln!("gapless-gateway: --upstream-cmd: {e}");
+                std::process::exit(2);
+            }
+        },
+        (None, None) => unreachable!("clap requires one"),
     };
-    tracing::info!(upstream = %upstream.url(), "gateway");
-    serve("gapless-gateway", a.server, McpServer::builder(GatewayHost::new(upstream))).await
+    serve("gapless-gateway", a.server, builder).await
 }

@@ -48,7 +48,7 @@ struct Peek {
 }
 
 /// A message of the upstream, routed.
-enum Routed {
+pub(crate) enum Routed {
     /// A notification: passed on as its bytes.
     Notification(Bytes),
     /// A server → client request: `(upstream id, method, params)`.
@@ -57,7 +57,7 @@ enum Routed {
     Response(Value, Result<Value, RpcError>),
 }
 
-fn route(data: Bytes) -> Result<Routed, String> {
+pub(crate) fn route(data: Bytes) -> Result<Routed, String> {
     let peek: Peek = serde_json::from_slice(&data).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
     match (peek.id, peek.method) {
         (None, Some(_)) => Ok(Routed::Notification(data)),
@@ -142,7 +142,9 @@ impl Link {
             },
             Ok((Answer::Stream(events), _)) => self.pump(events, &id, ctx).await,
             Ok((Answer::Accepted, _)) => Err(lost("the upstream answered the request with 202")),
-            Ok((Answer::Status(404, _), _)) if self.session().is_some() => Err(gone(ctx).await),
+            Ok((Answer::Status(404, _), _)) if self.session().is_some() => {
+                Err(gone(ctx, "the upstream's session is gone (404)").await)
+            }
             Ok((Answer::Status(s, body), _)) => match route(body.clone()) {
                 Ok(Routed::Response(rid, o)) if rid == id => o,
                 _ => Err(lost(format!("the upstream answered {s}: {}", excerpt(&body)))),
@@ -233,7 +235,9 @@ impl Link {
             };
             events = match resumed {
                 Ok(Answer::Stream(ev)) => ev,
-                Ok(Answer::Status(404, _)) if self.session().is_some() => return Err(gone(ctx).await),
+                Ok(Answer::Status(404, _)) if self.session().is_some() => {
+                    return Err(gone(ctx, "the upstream's session is gone (404)").await)
+                }
                 Ok(Answer::Status(s, _)) => {
                     return Err(lost(format!("it answered the resume after {c} with {s}")))
                 }
@@ -246,13 +250,7 @@ impl Link {
     /// Asks the client what the upstream asked (`uid`: the upstream's id)
     /// and posts the answer back upstream under that id.
     pub(crate) async fn relay(&self, uid: Value, method: String, params: Value, asker: Asker<'_>) {
-        let answer = match asker.ask(&method, params).await {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": uid, "result": result}),
-            Err(ClientRequestError::Error(e)) => json!({"jsonrpc": "2.0", "id": uid, "error": e}),
-            Err(e) => {
-                json!({"jsonrpc": "2.0", "id": uid, "error": {"code": code::INTERNAL_ERROR, "message": e.to_string()}})
-            }
-        };
+        let answer = asker.answer(uid, &method, params).await;
         if let Err(f) = self.send(answer).await {
             tracing::warn!(fault = %f, method, "the client's answer could not be posted upstream");
         }
@@ -285,6 +283,18 @@ impl Asker<'_> {
             Asker::Session(s) => s.request(method, params).await,
         }
     }
+
+    /// Asks the client what the upstream asked (`uid`: the upstream's id);
+    /// the answer to give the upstream, under that id.
+    pub(crate) async fn answer(&self, uid: Value, method: &str, params: Value) -> Value {
+        match self.ask(method, params).await {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": uid, "result": result}),
+            Err(ClientRequestError::Error(e)) => json!({"jsonrpc": "2.0", "id": uid, "error": e}),
+            Err(e) => {
+                json!({"jsonrpc": "2.0", "id": uid, "error": {"code": code::INTERNAL_ERROR, "message": e.to_string()}})
+            }
+        }
+    }
 }
 
 /// The start of an upstream's body, for an error message.
@@ -304,20 +314,25 @@ fn ended(end: &End) -> String {
 /// goes on its stream first, then the gateway's session ends (the client's
 /// next request is `404`, and it initializes anew). The error returned is
 /// the same, for a transport that can still send it.
-async fn gone(ctx: &RequestContext) -> RpcError {
-    let e = lost("the upstream's session is gone (404)");
+pub(crate) async fn gone(ctx: &RequestContext, why: &'static str) -> RpcError {
+    let e = lost(why);
     let response = json!({"jsonrpc": "2.0", "id": ctx.request_id(), "error": e.to_json()});
     let _ = ctx.notify_raw(Bytes::from(response.to_string())).await;
     if let Some(s) = ctx.session() {
-        // An ended session's streams end at once: the error is given a
-        // moment to be read first (a client that misses it still finds the
-        // session 404, never a silent stream).
-        tokio::spawn(async move {
-            tokio::time::sleep(GONE_GRACE).await;
-            end(&s, "the upstream's session is gone (404)");
-        });
+        end_soon(s, why);
     }
     e
+}
+
+/// Ends `session` after [`GONE_GRACE`]: an ended session's streams end at
+/// once, so an explicit error published just before is given a moment to
+/// be read first (a client that misses it still finds the session 404,
+/// never a silent stream).
+pub(crate) fn end_soon(session: SessionHandle, why: &'static str) {
+    tokio::spawn(async move {
+        tokio::time::sleep(GONE_GRACE).await;
+        end(&session, why);
+    });
 }
 
 /// How long a session whose upstream session is gone lives on for the

@@ -4,6 +4,7 @@
 //! stream, `202`, or a status the caller turns into an explicit error).
 
 pub(crate) mod sse;
+pub mod stdio;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
