@@ -22,6 +22,12 @@
 # same expectations for 2025-11-25 and its own baseline for 2026-07-28.
 # Default: the demo host.
 #
+# GATEWAY=1 runs the 2025-11-25 set through gapless-gateway
+# (server/gateway/) with the host's server as its upstream: every scenario
+# must pass through the gateway as it does against the server. (The
+# gateway does not forward MCP 2026-07-28 requests yet: sets 2 and 3 are
+# not run through it.)
+#
 # Installs what it needs idempotently (npm ci into node_modules/, Node 24 in
 # .venv/), as scripts/setup.sh does.
 set -euo pipefail
@@ -54,13 +60,25 @@ case "$host" in
   demo | rmcp-conformance) ;;
   *) echo "conformance: HOST must be demo or rmcp-conformance, not $host" >&2; exit 2 ;;
 esac
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 "$bin" --bind "127.0.0.1:$port" --sse-retry-ms 200 --host "$host" >"$here/server-$host.log" 2>&1 &
 pid=$!
+gw=
 out=$(mktemp -d)
-trap 'kill $pid 2>/dev/null || true; rm -rf "$out"' EXIT
+trap 'kill $pid $gw 2>/dev/null || true; rm -rf "$out"' EXIT
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 url="http://localhost:$port/mcp"
+if [ -n "${GATEWAY:-}" ]; then
+  (cd "$root" && cargo build -q -p gapless-gateway)
+  gport=$(free_port)
+  "${CARGO_TARGET_DIR:-$root/target}/debug/gapless-gateway" --upstream "http://127.0.0.1:$port/mcp" \
+    --bind "127.0.0.1:$gport" --sse-retry-ms 200 >"$here/gateway-$host.log" 2>&1 &
+  gw=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$gport/" && break; sleep 0.1; done
+  url="http://localhost:$gport/mcp"
+  host="$host-through-gateway"
+fi
 echo "--- host: $host ($url)"
 
 status=0
@@ -85,6 +103,10 @@ if [ "$checks" -eq 0 ] || [ -n "$bad" ] || [[ ! "$total" =~ ^Total:\ [1-9][0-9]*
   echo "conformance 2025-11-25: FAILED (${total:-no total line}; $checks scenarios saved)"; echo "$bad"; status=1
 else
   echo "conformance 2025-11-25: $total, 0 warnings, $checks scenarios"
+fi
+
+if [ -n "${GATEWAY:-}" ]; then
+  exit $status
 fi
 
 # 2. 2026-07-28 against the host's baseline.
