@@ -176,6 +176,7 @@ impl Host for StdioHost {
         &self,
         params: &Value,
         session: &SessionHandle,
+        _headers: &http::HeaderMap,
     ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
         let (command, children, session) =
             (self.command.clone(), Arc::clone(&self.children), session.clone());

@@ -6,7 +6,7 @@
 //! upstream's end (`404`) ends it.
 
 use crate::pump::{end, lost, Asker, Bound, Link};
-use crate::upstream::{Answer, End, Fault, Upstream};
+use crate::upstream::{end_to_end, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
@@ -45,9 +45,13 @@ impl Host for GatewayHost {
         json!({})
     }
 
-    /// MCP 2026-07-28 requests are not forwarded yet (issue 43, item 6).
+    /// MCP 2026-07-28 requests (no session) are forwarded whole.
     fn serves_sessionless(&self) -> bool {
-        false
+        true
+    }
+
+    fn forwards_sessionless(&self) -> bool {
+        true
     }
 
     fn seals_request_state(&self) -> bool {
@@ -58,7 +62,9 @@ impl Host for GatewayHost {
         &self,
         params: &Value,
         session: &SessionHandle,
+        headers: &http::HeaderMap,
     ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+        let forward = end_to_end(headers);
         let upstream = self.upstream.clone();
         let links = Arc::clone(&self.links);
         let session = session.clone();
@@ -66,7 +72,7 @@ impl Host for GatewayHost {
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).to_string(),
         );
         Some(Box::pin(async move {
-            let (answer, upstream_sid) = upstream.post(None, None, body).await.map_err(lost)?;
+            let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
             let mut response = match answer {
                 Answer::Json(b) => {
                     serde_json::from_slice::<Value>(&b).map_err(|e| lost(format!("its answer: {e}")))?
@@ -103,7 +109,7 @@ impl Host for GatewayHost {
             let result =
                 response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
             let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
-            let link = Link { upstream, bound: Arc::new(Bound { id: upstream_sid, version }) };
+            let link = Link { upstream, bound: Arc::new(Bound { id: upstream_sid, version, forward }) };
             lock(&links).insert(session.id(), link.clone());
             // The upstream's standalone stream is open before the client
             // has its session, so that nothing the upstream sends there
@@ -111,7 +117,8 @@ impl Host for GatewayHost {
             // messages while no GET is open).
             let first = match &link.bound.id {
                 Some(sid) => {
-                    let get = link.upstream.get(sid, link.bound.version.as_deref(), None);
+                    let get =
+                        link.upstream.get(sid, link.bound.version.as_deref(), &link.bound.forward, None);
                     tokio::time::timeout(OPEN_WAIT, get).await.ok()
                 }
                 None => None,
@@ -127,7 +134,15 @@ impl Host for GatewayHost {
         params: Value,
         ctx: RequestContext,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
-        let link = ctx.session().and_then(|s| self.link(&s));
+        let link = match ctx.session() {
+            Some(s) => self.link(&s),
+            // A 2026-07-28 request: no session on either side.
+            None => {
+                let bound =
+                    Bound { id: None, version: Some(ctx.protocol_version()), forward: Default::default() };
+                Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound) })
+            }
+        };
         Box::pin(async move {
             match link {
                 Some(link) => link.call(&method, params, &ctx).await,
@@ -177,7 +192,7 @@ async fn hold(link: Link, session: SessionHandle, links: Links, first: Option<Re
     }
     lock(&links).remove(&session.id());
     if let Some(sid) = &link.bound.id {
-        link.upstream.delete(sid, link.bound.version.as_deref()).await;
+        link.upstream.delete(sid, link.bound.version.as_deref(), &link.bound.forward).await;
     }
 }
 
@@ -193,7 +208,7 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
     loop {
         let opened = match first.take() {
             Some(answer) => answer,
-            None => link.upstream.get(&sid, version, cursor.as_deref()).await,
+            None => link.upstream.get(&sid, version, &link.bound.forward, cursor.as_deref()).await,
         };
         let mut events = match opened {
             Ok(Answer::Stream(ev)) => ev,

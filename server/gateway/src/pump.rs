@@ -12,12 +12,13 @@
 //! with, or an upstream that cannot be reached or answers `5xx`, answers
 //! the request at once with `request_lost` (`-31002`).
 
-use crate::upstream::{Answer, End, Events, Fault, Upstream};
+use crate::upstream::{end_to_end, Answer, End, Events, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use gapless::wire::rpc_code::code;
 use gapless_server::{ClientRequestError, RequestContext, RpcError, SessionHandle};
+use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -28,6 +29,11 @@ use std::sync::Arc;
 pub(crate) struct Bound {
     pub(crate) id: Option<String>,
     pub(crate) version: Option<String>,
+    /// The end-to-end headers of the client's `initialize` (its
+    /// `Authorization`): what the gateway's own requests of the session
+    /// (its standalone stream, `DELETE`, the client's notifications and
+    /// answers) carry.
+    pub(crate) forward: HeaderMap,
 }
 
 /// One upstream session as the pump uses it.
@@ -108,7 +114,7 @@ impl Link {
     /// POSTs a message that expects no answer (a notification, a response).
     pub(crate) async fn send(&self, message: Value) -> Result<(), Fault> {
         let body = Bytes::from(message.to_string());
-        match self.upstream.post(self.session(), self.version(), body).await? {
+        match self.upstream.post(self.session(), self.version(), &self.bound.forward, body).await? {
             (Answer::Accepted | Answer::Json(_), _) => Ok(()),
             (Answer::Stream(_), _) => Ok(()),
             (Answer::Status(s, _), _) => Err(Fault(format!("the upstream answered {s}"))),
@@ -130,8 +136,9 @@ impl Link {
             request["params"] = params;
         }
         let body = Bytes::from(request.to_string());
+        let forward = self.forward(ctx, method);
         let posted = tokio::select! {
-            a = self.upstream.post(self.session(), self.version(), body) => a,
+            a = self.upstream.post(self.session(), self.version(), &forward, body) => a,
             _ = ctx.cancelled() => return Err(self.cancel(&id).await),
         };
         match posted {
@@ -150,6 +157,23 @@ impl Link {
                 _ => Err(lost(format!("the upstream answered {s}: {}", excerpt(&body)))),
             },
         }
+    }
+
+    /// The headers request `method` of `ctx` goes upstream with: the
+    /// client's end-to-end ones, else the session's; on a 2026-07-28
+    /// request (no session) with `Mcp-Method` and `Mcp-Name` where the
+    /// client's request had none (the transport's own `tools/list`).
+    fn forward(&self, ctx: &RequestContext, method: &str) -> HeaderMap {
+        let mut h = match ctx.headers() {
+            Some(h) => end_to_end(h),
+            None => self.bound.forward.clone(),
+        };
+        if ctx.session().is_none() && !h.contains_key("mcp-method") {
+            if let Ok(v) = HeaderValue::from_str(method) {
+                h.insert("mcp-method", v);
+            }
+        }
+        h
     }
 
     /// Tells the upstream the client cancelled request `id`; the error
@@ -226,7 +250,12 @@ impl Link {
             since_resume = 0;
             let by = tokio::time::Instant::now() + RESUME_BOUND;
             resumed_by = Some(by);
-            let resume = self.upstream.get(self.session().unwrap_or(""), self.version(), Some(&c));
+            let resume = self.upstream.get(
+                self.session().unwrap_or(""),
+                self.version(),
+                &self.bound.forward,
+                Some(&c),
+            );
             let Ok(resumed) = tokio::time::timeout_at(by, resume).await else {
                 return Err(lost(format!(
                     "it did not answer the resume after {c} in {} s",

@@ -25,6 +25,9 @@ pub struct RequestContext {
     pub(crate) request_id: Value,
     pub(crate) progress_token: Option<Value>,
     pub(crate) cancel: CancellationToken,
+    /// The headers of the HTTP request that carried it (none over a
+    /// WebSocket or the legacy transport).
+    pub(crate) headers: Option<Arc<http::HeaderMap>>,
 }
 
 /// Where a request's messages go.
@@ -47,6 +50,15 @@ impl fmt::Debug for RequestContext {
 }
 
 impl RequestContext {
+    /// The headers of the HTTP request that carried this request, as the
+    /// client sent them (`Authorization`, `MCP-Protocol-Version`, the
+    /// 2026-07-28 mirrors, anything else); `None` for a request that came
+    /// over a WebSocket or the legacy transport. For an application that
+    /// passes them on (a gateway).
+    pub fn headers(&self) -> Option<&http::HeaderMap> {
+        self.headers.as_deref()
+    }
+
     /// The JSON-RPC id of the request being handled.
     pub fn request_id(&self) -> &Value {
         &self.request_id

@@ -46,6 +46,19 @@ pub trait Host: Send + Sync + 'static {
         true
     }
 
+    /// Whether this application answers every MCP 2026-07-28 request
+    /// itself (a gateway whose upstream serves that revision):
+    /// `server/discover`, `subscriptions/listen`, the tasks extension's
+    /// methods and the methods the revision removed included, which the
+    /// transport otherwise answers. The transport still checks the
+    /// request's headers, version and bounds, and completes the result for
+    /// the revision where the application left fields out. Implies
+    /// [`Host::serves_sessionless`] and not [`Host::seals_request_state`]
+    /// (the application's rounds are its own).
+    fn forwards_sessionless(&self) -> bool {
+        false
+    }
+
     /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
     /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
     /// [`RequestContext::ask`] was answered, and verifies the state a retry
@@ -64,14 +77,16 @@ pub trait Host: Send + Sync + 'static {
     /// to its upstream). `None`, the default: the transport answers with
     /// the version it negotiates, [`Host::capabilities`],
     /// [`Host::server_info`] and [`Host::instructions`]. `Some`: the
-    /// session exists already (`session`); the future's result is the
-    /// `initialize` result as the client gets it (its `protocolVersion`,
-    /// when it is one the transport serves, becomes the session's), and an
-    /// error ends the session and is the response.
+    /// session exists already (`session`), and `headers` are those of the
+    /// HTTP request that carried the `initialize`; the future's result is
+    /// the `initialize` result as the client gets it (its
+    /// `protocolVersion`, when it is one the transport serves, becomes the
+    /// session's), and an error ends the session and is the response.
     fn initialize(
         &self,
         _params: &Value,
         _session: &SessionHandle,
+        _headers: &http::HeaderMap,
     ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
         None
     }

@@ -140,7 +140,7 @@ async fn messages_inner(
                 .map_err(|_| ApiError::unknown_session())?;
         }
         Incoming::Request { id, method, params } => {
-            let call = Call { id, method, params };
+            let call = Call { id, method, params, headers: None };
             start_request(&state.protocol, &sess, RequestStream::Shared(&stream), call, None).await;
         }
         Incoming::Notification { method, params } => {

@@ -311,7 +311,7 @@ async fn handle_frame(state: &AppState, sess: &Arc<SessionState>, text: &[u8]) -
     {
         Incoming::Request { id, method, params } => {
             let stream = sess.open_stream().await.map_err(|e| e.to_string())?;
-            let call = Call { id, method, params };
+            let call = Call { id, method, params, headers: None };
             start_request(&state.protocol, sess, RequestStream::Own(&stream), call, None).await;
         }
         Incoming::Notification { method, params } => {

@@ -73,6 +73,8 @@ pub(crate) struct Call {
     pub(crate) id: Value,
     pub(crate) method: String,
     pub(crate) params: Value,
+    /// The headers of the HTTP request that carried it, if one did.
+    pub(crate) headers: Option<Arc<http::HeaderMap>>,
 }
 
 /// Publishes the priming event (on a stream of its own) and spawns the
@@ -111,6 +113,7 @@ pub(crate) async fn start_request(
         return;
     };
     let ctx = RequestContext {
+        headers: req.headers.clone(),
         via: Via::Session { sess: Arc::clone(sess), stream: sess.session.pacer(stream) },
         progress_token: req.params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         request_id: req.id.clone(),
@@ -149,7 +152,7 @@ impl Running {
     /// because it saw the cancellation (both can be ready at the same
     /// poll, and the select picks either).
     async fn answer(self, host: Arc<dyn Host>, req: Call, ctx: RequestContext, reply: Reply) {
-        let Call { id, method, params } = req;
+        let Call { id, method, params, .. } = req;
         let outcome = match builtin::on_session(&self.sess, &method, &params) {
             Some(outcome) => Some(outcome),
             None => {

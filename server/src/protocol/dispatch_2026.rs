@@ -39,6 +39,8 @@ pub(crate) struct Call {
     /// The connection it came on (its peer's address and port), if known:
     /// one `tasks/stream` per task and connection.
     pub(crate) connection: Option<std::net::SocketAddr>,
+    /// The headers of the HTTP request that carried it.
+    pub(crate) headers: Option<Arc<http::HeaderMap>>,
 }
 
 /// Where a request's response goes: its id, its method (a result is
@@ -73,7 +75,12 @@ fn answered(response: oneshot::Receiver<Value>) -> Running {
 pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
     let (reply, response) = oneshot::channel();
     let server_info = p.host.server_info();
-    let Call { id, method, mut params, declared, caller, connection } = call;
+    let Call { id, method, mut params, declared, caller, connection, headers } = call;
+    if p.host.forwards_sessionless() {
+        let answer = Answer { id: id.clone(), method: method.clone(), server_info, reply };
+        let call = Call { id, method, params, declared, caller, connection, headers };
+        return run(p, call, Map::new(), answer, response, permit);
+    }
     let events = p.tasks.serves_events();
     if let Some(outcome) = builtin::sessionless(&*p.host, &method, &declared.version, events) {
         Answer { id, method, server_info, reply }.send(outcome);
@@ -124,8 +131,15 @@ pub(crate) fn start(p: &Protocol, call: Call, permit: Permit) -> Running {
         },
         false => Map::new(),
     };
-    let call =
-        Call { id: answer.id.clone(), method: answer.method.clone(), params, declared, caller, connection };
+    let call = Call {
+        id: answer.id.clone(),
+        method: answer.method.clone(),
+        params,
+        declared,
+        caller,
+        connection,
+        headers,
+    };
     run(p, call, answers, answer, response, permit)
 }
 
@@ -138,7 +152,7 @@ fn run(
     response: oneshot::Receiver<Value>,
     permit: Permit,
 ) -> Running {
-    let Call { id, method, params, declared, caller, .. } = call;
+    let Call { id, method, params, declared, caller, headers, .. } = call;
     let cancel = CancellationToken::new();
     // The handler's own cancellation: the response's until the request
     // becomes a task, the task's after (the response is over by then).
@@ -147,6 +161,7 @@ fn run(
     let (exchange, notifications, ended) =
         Exchange::open(declared, &method, answers, origin, p.changes.clone(), Arc::clone(&p.tasks));
     let ctx = RequestContext {
+        headers,
         progress_token: params.get("_meta").and_then(|m| m.get("progressToken")).cloned(),
         via: Via::Exchange(Arc::clone(&exchange)),
         request_id: id.clone(),

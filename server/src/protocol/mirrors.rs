@@ -59,6 +59,7 @@ fn internal_context(p: &Protocol) -> RequestContext {
     let (exchange, _, _) =
         Exchange::open(declared, "tools/list", Map::new(), origin, p.changes.clone(), Arc::clone(&p.tasks));
     RequestContext {
+        headers: None,
         progress_token: None,
         via: Via::Exchange(exchange),
         request_id: json!("gapless:mirrored-parameters"),

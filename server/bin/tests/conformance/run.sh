@@ -22,11 +22,9 @@
 # same expectations for 2025-11-25 and its own baseline for 2026-07-28.
 # Default: the demo host.
 #
-# GATEWAY=1 runs the 2025-11-25 set through gapless-gateway
-# (server/gateway/) with the host's server as its upstream: every scenario
-# must pass through the gateway as it does against the server. (The
-# gateway does not forward MCP 2026-07-28 requests yet: sets 2 and 3 are
-# not run through it.)
+# GATEWAY=1 runs all three through gapless-gateway (server/gateway/) with
+# the host's server as its upstream, against the same expectations: every
+# scenario must pass through the gateway as it does against the server.
 #
 # Installs what it needs idempotently (npm ci into node_modules/, Node 24 in
 # .venv/), as scripts/setup.sh does.
@@ -77,13 +75,14 @@ if [ -n "${GATEWAY:-}" ]; then
   gw=$!
   for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$gport/" && break; sleep 0.1; done
   url="http://localhost:$gport/mcp"
-  host="$host-through-gateway"
+  label="$host-through-gateway"
 fi
-echo "--- host: $host ($url)"
+label=${label:-$host}
+echo "--- host: $label ($url)"
 
 status=0
 # 1. 2025-11-25: all scored scenarios clean.
-log="$here/suite-$host-2025-11-25.log"
+log="$here/suite-$label-2025-11-25.log"
 if ! "${suite[@]}" server --url "$url" --requirements 2025-11-25 -o "$out/2025" >"$log" 2>&1; then
   echo "conformance 2025-11-25: FAILED"; tail -40 "$log"; status=1
 fi
@@ -105,12 +104,8 @@ else
   echo "conformance 2025-11-25: $total, 0 warnings, $checks scenarios"
 fi
 
-if [ -n "${GATEWAY:-}" ]; then
-  exit $status
-fi
-
 # 2. 2026-07-28 against the host's baseline.
-log="$here/suite-$host-2026-07-28.log"
+log="$here/suite-$label-2026-07-28.log"
 baseline="baseline-2026-07-28-$host.yml"
 if ! "${suite[@]}" server --url "$url" --requirements 2026-07-28 \
   --expected-failures "$here/$baseline" >"$log" 2>&1; then
@@ -129,7 +124,7 @@ if [ "$host" = demo ]; then
     tasks-mrtr-composition)
   failed=()
   for sc in "${tasks[@]}"; do
-    log="$here/suite-$host-$sc.log"
+    log="$here/suite-$label-$sc.log"
     if ! "${suite[@]}" server --url "$url" --scenario "$sc" -o "$out/$sc" >"$log" 2>&1 \
       || ! grep -qE '^Passed: [0-9]+/[0-9]+, 0 failed, 0 warnings' "$log"; then
       failed+=("$sc")

@@ -73,26 +73,33 @@ impl Upstream {
         self.url.as_str()
     }
 
-    fn headers(session: Option<&str>, version: Option<&str>) -> HeaderMap {
-        let mut h = HeaderMap::new();
+    /// The client's end-to-end headers (`forward`), then the gateway's own:
+    /// `Accept`, the upstream's session id, and the protocol version where
+    /// the client sent none.
+    fn headers(forward: &HeaderMap, session: Option<&str>, version: Option<&str>) -> HeaderMap {
+        let mut h = forward.clone();
         h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        for (name, value) in [(SESSION, session), (VERSION, version)] {
-            if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
-                h.insert(name, v);
+        if let Some(v) = session.and_then(|v| HeaderValue::from_str(v).ok()) {
+            h.insert(SESSION, v);
+        }
+        if !h.contains_key(VERSION) {
+            if let Some(v) = version.and_then(|v| HeaderValue::from_str(v).ok()) {
+                h.insert(VERSION, v);
             }
         }
         h
     }
 
-    /// POSTs one message; `Ok` with the answer's session id (an
-    /// `initialize` gets one).
+    /// POSTs one message with the client's end-to-end headers `forward`;
+    /// `Ok` with the answer's session id (an `initialize` gets one).
     pub(crate) async fn post(
         &self,
         session: Option<&str>,
         version: Option<&str>,
+        forward: &HeaderMap,
         body: Bytes,
     ) -> Result<(Answer, Option<String>), Fault> {
-        let mut h = Self::headers(session, version);
+        let mut h = Self::headers(forward, session, version);
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let r = self.client.post(self.url.clone()).headers(h).body(body).send().await;
         read(r).await
@@ -104,9 +111,10 @@ impl Upstream {
         &self,
         session: &str,
         version: Option<&str>,
+        forward: &HeaderMap,
         cursor: Option<&str>,
     ) -> Result<Answer, Fault> {
-        let mut h = Self::headers(Some(session), version);
+        let mut h = Self::headers(forward, Some(session), version);
         h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         if let Some(c) = cursor.and_then(|c| HeaderValue::from_str(c).ok()) {
             h.insert("last-event-id", c);
@@ -117,13 +125,62 @@ impl Upstream {
 
     /// DELETEs the session (its answer does not matter: the gateway's
     /// session is over either way).
-    pub(crate) async fn delete(&self, session: &str, version: Option<&str>) {
-        let h = Self::headers(Some(session), version);
+    pub(crate) async fn delete(&self, session: &str, version: Option<&str>, forward: &HeaderMap) {
+        let h = Self::headers(forward, Some(session), version);
         let r = self.client.delete(self.url.clone()).headers(h).timeout(CONNECT).send().await;
         if let Err(e) = r {
             tracing::debug!(error = %e, "upstream DELETE");
         }
     }
+}
+
+/// Headers that concern one connection, never passed on (RFC 9110 §7.6.1).
+pub const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Headers the gateway sets itself towards the upstream (it is the
+/// upstream's client): the client's are not passed on.
+pub const OWN: [&str; 9] = [
+    "host",
+    "content-length",
+    "content-type",
+    "accept",
+    "accept-encoding",
+    "origin",
+    "expect",
+    SESSION,
+    "last-event-id",
+];
+
+/// What of a client's request headers goes on to the upstream: every
+/// end-to-end header (`Authorization`, `MCP-Protocol-Version`, the
+/// 2026-07-28 `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*`, cookies, anything
+/// the gateway does not own), without the hop-by-hop ones (also those a
+/// `Connection` header names) and [`OWN`].
+pub fn end_to_end(h: &HeaderMap) -> HeaderMap {
+    let named: Vec<String> = h
+        .get_all("connection")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+        .collect();
+    let mut out = HeaderMap::new();
+    for (name, value) in h {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n) || OWN.contains(&n) || named.iter().any(|c| c == n) {
+            continue;
+        }
+        out.append(name.clone(), value.clone());
+    }
+    out
 }
 
 /// Reads an answer's head (and a body that is not a stream).
@@ -204,5 +261,41 @@ impl Events {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_to_end_headers_pass_and_hop_by_hop_and_owned_ones_do_not() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("authorization", "Bearer t"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-param-region", "eu"),
+            ("x-trace", "1"),
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "gone"),
+            ("keep-alive", "timeout=5"),
+            ("te", "trailers"),
+            ("host", "gateway:8090"),
+            ("origin", "http://localhost"),
+            ("mcp-session-id", "the gateway's"),
+            ("last-event-id", "the gateway's"),
+            ("content-length", "10"),
+            ("accept", "text/event-stream"),
+        ] {
+            h.append(k, HeaderValue::from_static(v));
+        }
+        let out = end_to_end(&h);
+        let mut names: Vec<&str> = out.keys().map(|k| k.as_str()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["authorization", "mcp-method", "mcp-param-region", "mcp-protocol-version", "x-trace"]
+        );
     }
 }

@@ -58,7 +58,10 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     // The guard left the version header to here: which error an unknown
     // version gets depends on the era the body is of.
     let version_ok = super::guard::check_version(req.headers(), false);
-    let body = read_body(&state, req.into_body()).await?;
+    let (parts, body) = req.into_parts();
+    // The request's headers, for an application that passes them on.
+    let headers = Some(Arc::new(parts.headers));
+    let body = read_body(&state, body).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
     // The parsed message is what goes on: the body's bytes are not kept for
@@ -71,10 +74,10 @@ async fn post(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> 
     if state.protocol.host.serves_sessionless() && era(mirrored.version(), &msg) == Era::Sessionless {
         // No session: `Mcp-Session-Id` is ignored, none is created.
         drop(slot);
-        return Ok(post_2026::post(state, mirrored, msg, acc, owner, peer).await);
+        return Ok(post_2026::post(state, mirrored, msg, acc, (owner, peer), headers).await);
     }
     version_ok?;
-    post_2025::post(state, msg, sid, acc, owner, slot).await
+    post_2025::post(state, msg, sid, acc, owner, slot, headers).await
 }
 
 /// Whether a GET or DELETE is of 2026-07-28 (answered 405).

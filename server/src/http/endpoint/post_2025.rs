@@ -35,10 +35,11 @@ pub(super) async fn post(
     acc: Accepts,
     owner: Option<String>,
     slot: Option<ClientSlot>,
+    headers: Option<Arc<http::HeaderMap>>,
 ) -> Result<Response, ApiError> {
     if let Incoming::Request { method, .. } = &msg {
         if method == "initialize" && sid.is_none() {
-            return initialize(state, msg, acc, owner, slot).await;
+            return initialize(state, msg, acc, (owner, slot), headers).await;
         }
     }
     let sid = sid.ok_or_else(ApiError::missing_session)?;
@@ -71,7 +72,7 @@ pub(super) async fn post(
                 other => other,
             }?;
             let (tx, rx) = if acc.sse { (None, None) } else { split(oneshot::channel()) };
-            let call = Call { id, method, params };
+            let call = Call { id, method, params, headers };
             start_request(&state.protocol, &sess, RequestStream::Own(&stream), call, tx).await;
             respond_on_stream(sess, stream, acc, rx).await
         }
@@ -149,8 +150,8 @@ async fn initialize(
     state: Arc<AppState>,
     msg: Incoming,
     acc: Accepts,
-    owner: Option<String>,
-    slot: Option<ClientSlot>,
+    (owner, slot): (Option<String>, Option<ClientSlot>),
+    headers: Option<Arc<http::HeaderMap>>,
 ) -> Result<Response, ApiError> {
     let Incoming::Request { id, params, .. } = msg else { unreachable!("checked by caller") };
     let version = builtin::initialize_version(&params);
@@ -159,7 +160,10 @@ async fn initialize(
     let sess = state.sessions.create(owner.as_deref(), version, slot, Some(params)).await?;
     let session = Arc::clone(&sess.session);
     let handle = SessionHandle { sess: Arc::clone(&sess) };
-    let result = match state.protocol.host.initialize(&params_of(&sess), &handle) {
+    let empty = http::HeaderMap::new();
+    let asked =
+        state.protocol.host.initialize(&params_of(&sess), &handle, headers.as_deref().unwrap_or(&empty));
+    let result = match asked {
         None => builtin::initialize_result(&*state.protocol.host, version),
         Some(answer) => match answer.await {
             Ok(result) => {

@@ -186,8 +186,8 @@ pub(crate) async fn post(
     headers: Mirrored,
     msg: Incoming,
     acc: Accepts,
-    caller: Option<String>,
-    peer: Option<std::net::SocketAddr>,
+    (caller, peer): (Option<String>, Option<std::net::SocketAddr>),
+    request_headers: Option<Arc<http::HeaderMap>>,
 ) -> Response {
     let (id, method, params) = match msg {
         // The revision defines no client notification over HTTP; one is
@@ -239,7 +239,7 @@ pub(crate) async fn post(
         }
     }
     state.metrics.sessionless_requests.inc();
-    let call = Call { id, method, params, declared, caller, connection: peer };
+    let call = Call { id, method, params, declared, caller, connection: peer, headers: request_headers };
     let early = call.method == "tasks/stream";
     respond(dispatch_2026::start(&state.protocol, call, permit), acc, state.config.keepalive, early).await
 }
