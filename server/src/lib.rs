@@ -113,7 +113,9 @@ pub mod tasks;
 mod telemetry;
 mod vocab;
 
-pub use host::{ClientRequestError, Host, LogLevel, RequestContext, SendError, SessionHandle};
+pub use host::{
+    ClientRequestError, Host, InitializeError, LogLevel, RequestContext, SendError, SessionHandle,
+};
 pub use operator::access::ObserveAccess;
 pub use serve::ServeConfig;
 pub use vocab::change::Change;

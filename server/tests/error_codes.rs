@@ -1,5 +1,5 @@
-//! Every JSON-RPC error code the server, its bundled binary and
-//! gapless-rmcp can emit is a row of `gapless_wire::rpc_code`'s table, and
+//! Every JSON-RPC error code the server, its bundled binary, gapless-rmcp
+//! and gapless-gateway can emit is a row of `gapless_wire::rpc_code`'s table, and
 //! keeps MCP 2026-07-28's policy on each generation the row says it is used
 //! on.
 //!
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The folders whose code can send an error.
-const ROOTS: [&str; 3] = ["src", "bin/src", "rmcp/src"];
+const ROOTS: [&str; 4] = ["src", "bin/src", "rmcp/src", "gateway/src"];
 
 /// rmcp's `ErrorData` constructors and their codes.
 const RMCP: [(&str, i64); 7] = [

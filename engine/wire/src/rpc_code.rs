@@ -123,6 +123,9 @@ pub mod code {
     /// gapless (raised by a gapless client, never sent): the server refused
     /// to resume the stream that was to answer this request.
     pub const RESUME_REFUSED: i64 = -31003;
+    /// gapless-gateway: the upstream refused the request with an HTTP
+    /// status (`401`, `403`, another `4xx`); it did not run.
+    pub const UPSTREAM_REFUSED: i64 = -31004;
 }
 
 /// Shorthand for the table's rows.
@@ -173,6 +176,9 @@ pub const CODES: &[RpcCode] = &[
     row("request_lost", code::REQUEST_LOST, Authority::Gapless,
         "the node running the request stopped before it answered; whether it took effect is unknown",
         "cluster mode: another node answers a dead node's open requests and fails its tasks once its lease expired (SPEC §8.6)", BOTH),
+    row("upstream_refused", code::UPSTREAM_REFUSED, Authority::Gapless,
+        "the gateway's upstream refused the request with an HTTP status, so it did not run (`data`: `status`, and `wwwAuthenticate` where the upstream sent one, as the gateway serves it)",
+        "gapless-gateway: the upstream answered a forwarded request `4xx` without a JSON-RPC response (an expired token's `401`)", BOTH),
     RpcCode {
         name: "resume_refused",
         code: code::RESUME_REFUSED,
@@ -273,7 +279,7 @@ mod tests {
     #[test]
     fn gaplesss_own_codes_are_outside_the_reserved_range() {
         let own: Vec<_> = CODES.iter().filter(|r| r.authority == Authority::Gapless).collect();
-        assert_eq!(own.len(), 3);
+        assert_eq!(own.len(), 4);
         for r in own {
             assert!((-31099..=-31000).contains(&r.code), "{r:?}");
         }

@@ -295,7 +295,14 @@ pub fn init_logging(format: LogFormat) {
 /// honoured (an unreadable secret, a Redis that does not answer, clashing
 /// paths) ends the process with status 2 and a line on stderr naming
 /// `name`, the binary.
-pub async fn serve(name: &str, a: ServerFlags, mut builder: McpServerBuilder) -> std::io::Result<()> {
+/// `routes`, if any, are merged beside the endpoint (the binary's own, e.g.
+/// a gateway's metadata).
+pub async fn serve(
+    name: &str,
+    a: ServerFlags,
+    mut builder: McpServerBuilder,
+    routes: Option<axum::Router>,
+) -> std::io::Result<()> {
     let ring = RingConfig::new(a.ring_events, a.ring_bytes);
     let mut config = ServerConfig::default().with_ring(ring);
     config.hub.max_sessions = a.max_sessions;
@@ -436,6 +443,9 @@ pub async fn serve(name: &str, a: ServerFlags, mut builder: McpServerBuilder) ->
     // The library router has no fallback; the binary answers every other
     // path with the JSON error body too.
     let mut app = server.router();
+    if let Some(r) = routes {
+        app = app.merge(r);
+    }
     match (metrics, a.metrics_bind) {
         (Some(m), None) => app = app.merge(m),
         (Some(m), Some(addr)) => {

@@ -77,5 +77,5 @@ async fn main() -> std::io::Result<()> {
             }
         },
     };
-    serve("gapless-server", a.server, builder).await
+    serve("gapless-server", a.server, builder, None).await
 }

@@ -19,7 +19,7 @@ use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless::wire::rpc_code::code;
-use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
+use gapless_server::{Host, InitializeError, RequestContext, RpcError, SessionHandle};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -177,12 +177,12 @@ impl Host for StdioHost {
         params: &Value,
         session: &SessionHandle,
         _headers: &http::HeaderMap,
-    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+    ) -> Option<BoxFuture<'static, Result<Value, InitializeError>>> {
         let (command, children, session) =
             (self.command.clone(), Arc::clone(&self.children), session.clone());
         let request =
             json!({"jsonrpc": "2.0", "id": "gapless-initialize", "method": "initialize", "params": params});
-        Some(Box::pin(async move {
+        let opened = async move {
             let tag = session.id()[..8].to_owned();
             let (mut process, stdin, lines) =
                 command.spawn(tag).map_err(|e| lost(format!("the upstream process did not start: {e}")))?;
@@ -219,7 +219,8 @@ impl Host for StdioHost {
                 let _ = process.wait().await;
             });
             Ok(result)
-        }))
+        };
+        Some(Box::pin(async move { opened.await.map_err(InitializeError::from) }))
     }
 
     fn handle(

@@ -6,10 +6,12 @@
 //! upstream's end (`404`) ends it.
 
 use crate::pump::{end, lost, Asker, Bound, Link};
-use crate::upstream::{end_to_end, Answer, End, Fault, Upstream};
+use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use gapless_server::InitializeError;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
+use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,12 +25,23 @@ type Links = Arc<Mutex<HashMap<String, Link>>>;
 pub struct GatewayHost {
     upstream: Upstream,
     links: Links,
+    /// The gateway's endpoint path, as clients reach it.
+    public_path: Arc<str>,
 }
 
 impl GatewayHost {
-    /// A gateway to `upstream`.
+    /// A gateway to `upstream`, its endpoint at `/mcp`.
     pub fn new(upstream: Upstream) -> GatewayHost {
-        GatewayHost { upstream, links: Arc::default() }
+        GatewayHost { upstream, links: Arc::default(), public_path: Arc::from("/mcp") }
+    }
+
+    /// The gateway's endpoint is at `path` (where the router is mounted):
+    /// the protected-resource metadata URL an upstream's `401` names is
+    /// rewritten to the gateway's own, `/.well-known/oauth-protected-resource`
+    /// followed by `path`.
+    pub fn path(mut self, path: &str) -> GatewayHost {
+        self.public_path = Arc::from(path);
+        self
     }
 
     fn link(&self, session: &SessionHandle) -> Option<Link> {
@@ -63,69 +76,19 @@ impl Host for GatewayHost {
         params: &Value,
         session: &SessionHandle,
         headers: &http::HeaderMap,
-    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
-        let forward = end_to_end(headers);
-        let upstream = self.upstream.clone();
-        let links = Arc::clone(&self.links);
-        let session = session.clone();
+    ) -> Option<BoxFuture<'static, Result<Value, InitializeError>>> {
+        let opening = Opening {
+            upstream: self.upstream.clone(),
+            forward: end_to_end(headers),
+            metadata: metadata_url(headers, &self.public_path),
+            public_path: Arc::clone(&self.public_path),
+            links: Arc::clone(&self.links),
+            session: session.clone(),
+        };
         let body = Bytes::from(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}).to_string(),
         );
-        Some(Box::pin(async move {
-            let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
-            let mut response = match answer {
-                Answer::Json(b) => {
-                    serde_json::from_slice::<Value>(&b).map_err(|e| lost(format!("its answer: {e}")))?
-                }
-                Answer::Stream(mut events) => loop {
-                    match events.next().await {
-                        Ok(e) if e.data.iter().all(u8::is_ascii_whitespace) => continue,
-                        Ok(e) => match serde_json::from_slice::<Value>(&e.data) {
-                            Ok(v) if v.get("id") == Some(&json!(0)) => break v,
-                            _ => continue,
-                        },
-                        Err(End::Closed) => {
-                            return Err(lost("its initialize stream ended without the result"))
-                        }
-                        Err(End::Broken(why)) => {
-                            return Err(lost(format!("its initialize stream broke: {why}")))
-                        }
-                    }
-                },
-                Answer::Accepted => return Err(lost("it answered initialize with 202")),
-                Answer::Status(s, b) => {
-                    return match serde_json::from_slice::<Value>(&b)
-                        .ok()
-                        .and_then(|v| v.get("error").cloned())
-                    {
-                        Some(e) => Err(upstream_error(e)),
-                        None => Err(lost(format!("it answered initialize with {s}"))),
-                    }
-                }
-            };
-            if let Some(e) = response.get_mut("error") {
-                return Err(upstream_error(e.take()));
-            }
-            let result =
-                response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
-            let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
-            let link = Link { upstream, bound: Arc::new(Bound { id: upstream_sid, version, forward }) };
-            lock(&links).insert(session.id(), link.clone());
-            // The upstream's standalone stream is open before the client
-            // has its session, so that nothing the upstream sends there
-            // from then on misses it (an upstream drops standalone
-            // messages while no GET is open).
-            let first = match &link.bound.id {
-                Some(sid) => {
-                    let get =
-                        link.upstream.get(sid, link.bound.version.as_deref(), &link.bound.forward, None);
-                    tokio::time::timeout(OPEN_WAIT, get).await.ok()
-                }
-                None => None,
-            };
-            tokio::spawn(hold(link, session, links, first));
-            Ok(result)
-        }))
+        Some(Box::pin(opening.open(body)))
     }
 
     fn handle(
@@ -140,7 +103,8 @@ impl Host for GatewayHost {
             None => {
                 let bound =
                     Bound { id: None, version: Some(ctx.protocol_version()), forward: Default::default() };
-                Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound) })
+                let public_path = Arc::clone(&self.public_path);
+                Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound), public_path })
             }
         };
         Box::pin(async move {
@@ -163,6 +127,86 @@ impl Host for GatewayHost {
                 tracing::warn!(fault = %f, "a client notification could not be forwarded upstream");
             }
         });
+    }
+}
+
+/// A session being opened: its `initialize` forwarded upstream.
+struct Opening {
+    upstream: Upstream,
+    /// The client's end-to-end headers.
+    forward: HeaderMap,
+    /// The gateway's metadata URL as the client sees it.
+    metadata: Option<String>,
+    public_path: Arc<str>,
+    links: Links,
+    session: SessionHandle,
+}
+
+impl Opening {
+    /// Forwards `initialize` (`body`); binds the session to the upstream's
+    /// and holds its standalone stream. A `401`/`403` reaches the client as
+    /// it is, its `WWW-Authenticate` naming the gateway's metadata.
+    async fn open(self, body: Bytes) -> Result<Value, InitializeError> {
+        let Opening { upstream, forward, metadata, public_path, links, session } = self;
+        let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
+        let mut response = match answer {
+            Answer::Json(b) => {
+                serde_json::from_slice::<Value>(&b).map_err(|e| lost(format!("its answer: {e}")))?
+            }
+            Answer::Stream(events) => initialize_response(events).await?,
+            Answer::Accepted => return Err(lost("it answered initialize with 202").into()),
+            Answer::Refused { status, www_authenticate, body } => {
+                let mut r =
+                    http::Response::builder().status(status).header("content-type", "application/json");
+                if let Some(w) = www_authenticate {
+                    r = r.header("www-authenticate", rewrite_www_authenticate(&w, metadata.as_deref()));
+                }
+                return Err(InitializeError::Http(r.body(body).map_err(|e| lost(e.to_string()))?));
+            }
+            Answer::Status(s, b) => {
+                return match serde_json::from_slice::<Value>(&b).ok().and_then(|v| v.get("error").cloned()) {
+                    Some(e) => Err(upstream_error(e).into()),
+                    None => Err(lost(format!("it answered initialize with {s}")).into()),
+                }
+            }
+        };
+        if let Some(e) = response.get_mut("error") {
+            return Err(upstream_error(e.take()).into());
+        }
+        let result =
+            response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
+        let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
+        let bound = Arc::new(Bound { id: upstream_sid, version, forward });
+        let link = Link { upstream, bound, public_path };
+        lock(&links).insert(session.id(), link.clone());
+        // The upstream's standalone stream is open before the client has
+        // its session, so that nothing the upstream sends there from then
+        // on misses it (an upstream drops standalone messages while no GET
+        // is open).
+        let first = match &link.bound.id {
+            Some(sid) => {
+                let get = link.upstream.get(sid, link.bound.version.as_deref(), &link.bound.forward, None);
+                tokio::time::timeout(OPEN_WAIT, get).await.ok()
+            }
+            None => None,
+        };
+        tokio::spawn(hold(link, session, links, first));
+        Ok(result)
+    }
+}
+
+/// The `initialize` response on the upstream's SSE answer.
+async fn initialize_response(mut events: crate::upstream::Events) -> Result<Value, RpcError> {
+    loop {
+        match events.next().await {
+            Ok(e) if e.data.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(e) => match serde_json::from_slice::<Value>(&e.data) {
+                Ok(v) if v.get("id") == Some(&json!(0)) => return Ok(v),
+                _ => continue,
+            },
+            Err(End::Closed) => return Err(lost("its initialize stream ended without the result")),
+            Err(End::Broken(why)) => return Err(lost(format!("its initialize stream broke: {why}"))),
+        }
     }
 }
 

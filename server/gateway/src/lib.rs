@@ -32,9 +32,11 @@
 #![deny(missing_docs)]
 
 mod bridge;
+mod front;
 mod host;
 mod pump;
 pub mod upstream;
 
 pub use bridge::StdioHost;
+pub use front::{bearer_identity, metadata_router};
 pub use host::GatewayHost;

@@ -2,7 +2,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use gapless_gateway::upstream::{stdio::StdioCommand, Upstream};
-use gapless_gateway::{GatewayHost, StdioHost};
+use gapless_gateway::{bearer_identity, metadata_router, GatewayHost, StdioHost};
 use gapless_server::McpServer;
 use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 
@@ -32,11 +32,13 @@ async fn main() -> std::io::Result<()> {
     let cmd = Args::command().mut_arg("bind", |a| a.default_value("127.0.0.1:8090"));
     let a = Args::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     init_logging(a.server.log_format);
+    let mut routes = None;
     let builder = match (&a.upstream, &a.upstream_cmd) {
         (Some(url), _) => match Upstream::new(url) {
             Ok(u) => {
                 tracing::info!(upstream = %u.url(), "gateway to a Streamable HTTP server");
-                McpServer::builder(GatewayHost::new(u))
+                routes = Some(metadata_router(u.clone(), &a.server.path));
+                McpServer::builder(GatewayHost::new(u).path(&a.server.path))
             }
             Err(e) => {
                 eprintln!("gapless-gateway: --upstream: {e}");
@@ -55,5 +57,7 @@ async fn main() -> std::io::Result<()> {
         },
         (None, None) => unreachable!("clap requires one"),
     };
-    serve("gapless-gateway", a.server, builder).await
+    // A session is bound to the bearer credentials that opened it.
+    let builder = builder.identity(bearer_identity);
+    serve("gapless-gateway", a.server, builder, routes).await
 }

@@ -12,7 +12,9 @@
 //! with, or an upstream that cannot be reached or answers `5xx`, answers
 //! the request at once with `request_lost` (`-31002`).
 
-use crate::upstream::{end_to_end, Answer, End, Events, Fault, Upstream};
+use crate::upstream::{
+    end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Events, Fault, Upstream,
+};
 use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
@@ -41,6 +43,8 @@ pub(crate) struct Bound {
 pub(crate) struct Link {
     pub(crate) upstream: Upstream,
     pub(crate) bound: Arc<Bound>,
+    /// The gateway's own endpoint path (its metadata's URL names it).
+    pub(crate) public_path: Arc<str>,
 }
 
 /// What routing needs of a message: read without building its params or
@@ -92,6 +96,21 @@ fn outcome(v: &mut Value) -> Result<Value, RpcError> {
     })
 }
 
+/// The explicit error of a request the upstream refused with an HTTP
+/// status `4xx` and no JSON-RPC response, so it did not run: `-31004`,
+/// with the status and the `WWW-Authenticate` (as the gateway serves it).
+pub(crate) fn refused(status: u16, www_authenticate: Option<String>, body: &[u8]) -> RpcError {
+    let mut data = json!({"status": status});
+    if let Some(w) = www_authenticate {
+        data["wwwAuthenticate"] = json!(w);
+    }
+    RpcError {
+        code: code::UPSTREAM_REFUSED,
+        message: format!("the upstream refused this request with {status}: {}", excerpt(body)),
+        data: Some(data),
+    }
+}
+
 /// The explicit error of a request whose upstream failed it: `-31002`.
 pub(crate) fn lost(why: impl std::fmt::Display) -> RpcError {
     RpcError::new(
@@ -117,7 +136,9 @@ impl Link {
         match self.upstream.post(self.session(), self.version(), &self.bound.forward, body).await? {
             (Answer::Accepted | Answer::Json(_), _) => Ok(()),
             (Answer::Stream(_), _) => Ok(()),
-            (Answer::Status(s, _), _) => Err(Fault(format!("the upstream answered {s}"))),
+            (Answer::Status(s, _) | Answer::Refused { status: s, .. }, _) => {
+                Err(Fault(format!("the upstream answered {s}")))
+            }
         }
     }
 
@@ -152,8 +173,16 @@ impl Link {
             Ok((Answer::Status(404, _), _)) if self.session().is_some() => {
                 Err(gone(ctx, "the upstream's session is gone (404)").await)
             }
+            Ok((Answer::Refused { status, www_authenticate, body }, _)) => {
+                let www = www_authenticate.map(|w| {
+                    let url = ctx.headers().and_then(|h| metadata_url(h, &self.public_path));
+                    rewrite_www_authenticate(&w, url.as_deref())
+                });
+                Err(refused(status, www, &body))
+            }
             Ok((Answer::Status(s, body), _)) => match route(body.clone()) {
                 Ok(Routed::Response(rid, o)) if rid == id => o,
+                _ if (400..500).contains(&s) => Err(refused(s, None, &body)),
                 _ => Err(lost(format!("the upstream answered {s}: {}", excerpt(&body)))),
             },
         }
@@ -267,7 +296,7 @@ impl Link {
                 Ok(Answer::Status(404, _)) if self.session().is_some() => {
                     return Err(gone(ctx, "the upstream's session is gone (404)").await)
                 }
-                Ok(Answer::Status(s, _)) => {
+                Ok(Answer::Status(s, _) | Answer::Refused { status: s, .. }) => {
                     return Err(lost(format!("it answered the resume after {c} with {s}")))
                 }
                 Ok(_) => return Err(lost(format!("it answered the resume after {c} without a stream"))),

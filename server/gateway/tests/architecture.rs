@@ -2,9 +2,9 @@
 //! source: the upstream half (`upstream`) knows nothing of gapless-server,
 //! the pump sits on it, and the hosts (HTTP, stdio) on both; no import cycle; no file over
 //! 700 lines, no function over 100. The client-facing half is gapless-server
-//! through its public API only: this crate is another crate, and it names
-//! neither `axum` (the router is the server's) nor `gapless_redis` (the
-//! cluster is the server's). Each rule is shown failing on an injected
+//! through its public API only: this crate is another crate; it names
+//! `axum` only where it adds a route of its own (`front`: the metadata),
+//! and never `gapless_redis` (the cluster is the server's). Each rule is shown failing on an injected
 //! violation.
 
 #[path = "../../../engine/tests/support/layering.rs"]
@@ -17,7 +17,7 @@ fn rank(layer: &str) -> u32 {
     match layer {
         "upstream" => 0,
         "pump" => 1,
-        "host" | "bridge" => 2,
+        "host" | "bridge" | "front" => 2,
         "lib" | "main" => 3,
         other => panic!("{other} is a layer ARCHITECTURE.md does not rank: give it a rank"),
     }
@@ -31,9 +31,10 @@ fn graph() -> Graph {
 
 fn violations(g: &Graph) -> Vec<String> {
     let mut v = standard_violations(g, rank, 700, 100);
-    for name in ["axum::", "gapless_redis::"] {
-        v.extend(g.names_outside(name, &[]).into_iter().map(|m| format!("{m} names {name}")));
-    }
+    v.extend(g.names_outside("axum::", &["front"]).into_iter().map(|m| format!("{m} names axum::")));
+    v.extend(
+        g.names_outside("gapless_redis::", &[]).into_iter().map(|m| format!("{m} names gapless_redis::")),
+    );
     v.extend(
         g.names_outside("gapless_server::", &["pump", "host", "bridge", "lib", "main"])
             .into_iter()

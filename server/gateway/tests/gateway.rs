@@ -9,7 +9,7 @@ mod common;
 
 use common::{SseReader, TestServer};
 use gapless::RingConfig;
-use gapless_gateway::{upstream::Upstream, GatewayHost};
+use gapless_gateway::{bearer_identity, metadata_router, upstream::Upstream, GatewayHost};
 use gapless_server::{McpServer, ServerConfig};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -376,4 +376,92 @@ async fn a_request_without_params_is_forwarded_without_them() {
     let (_, done, _) = drain(&mut SseReader::new(r), None).await;
     let done = done.expect("the response");
     assert_eq!(done["result"]["tools"][0]["name"], "emit_events", "{done}");
+}
+
+/// The gateway as its binary builds it: sessions bound to the bearer that
+/// opened them, and the upstream's metadata served through it.
+async fn authorizing_gateway(upstream: &str) -> TestServer {
+    let u = Upstream::new(upstream).unwrap();
+    let server = McpServer::builder(GatewayHost::new(u.clone()).path("/mcp"))
+        .identity(bearer_identity)
+        .build()
+        .unwrap();
+    let addr = common::serve(server.router().merge(metadata_router(u, "/mcp"))).await;
+    TestServer::at(addr, "/mcp", server)
+}
+
+async fn initialize_with(g: &TestServer, token: Option<&str>) -> reqwest::Response {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+    let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}});
+    g.post_with(None, body, &headers).await
+}
+
+/// An upstream that is an OAuth resource server works through the gateway
+/// unchanged: without a token the client gets the upstream's 401, its
+/// `WWW-Authenticate` naming the gateway's metadata, which the gateway
+/// serves with its own endpoint as the resource; with the token it works;
+/// another token cannot resume the session; and a token the upstream stops
+/// accepting gets -31004 with the status, not a silent stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth_upstream_works_through_the_gateway_and_binds_sessions_to_tokens() {
+    let mut up = Node::with(0, &["--event-store", "--token", "good"]);
+    let port = up.port;
+    let g = authorizing_gateway(&up.url()).await;
+    let r = initialize_with(&g, None).await;
+    assert_eq!(r.status(), 401);
+    let www = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    let own = format!("http://{}/.well-known/oauth-protected-resource/mcp", g.addr);
+    assert_eq!(
+        www,
+        format!("Bearer resource_metadata=\"{own}\""),
+        "the gateway's metadata, not the upstream's"
+    );
+    assert!(r.headers().get("mcp-session-id").is_none());
+    let doc: Value = g.http.get(&own).send().await.unwrap().json().await.unwrap();
+    assert_eq!(doc["resource"], format!("http://{}/mcp", g.addr), "{doc}");
+    assert_eq!(doc["authorization_servers"][0], "https://auth.example.test");
+
+    let r = initialize_with(&g, Some("good")).await;
+    assert_eq!(r.status(), 200);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drain(&mut SseReader::new(r), None).await;
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"emit_events","arguments":emit(10, 0)}});
+    let r = g.post_with(Some(&sid), call.clone(), &[("authorization", "Bearer good")]).await;
+    let (seqs, done, ids) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(
+        (seqs.len(), done.unwrap()["result"]["content"][0]["text"].clone()),
+        (10, json!("emitted 10"))
+    );
+    let cursor = ids.iter().flatten().nth(2).unwrap().clone();
+    let resume = |token: &'static str| {
+        let (g, sid, cursor) = (&g, sid.clone(), cursor.clone());
+        async move {
+            g.http
+                .get(&g.url)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", sid)
+                .header("last-event-id", cursor)
+                .header("authorization", format!("Bearer {token}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(resume("stolen").await.status(), 404, "another token cannot resume the session");
+    assert_eq!(resume("good").await.status(), 200);
+
+    // The upstream restarts accepting another token only.
+    up.kill();
+    let _up = Node::with(port, &["--event-store", "--token", "rotated"]);
+    let r = g.post_with(Some(&sid), call, &[("authorization", "Bearer good")]).await;
+    let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+    let done = done.expect("an explicit answer");
+    assert_eq!(
+        (&done["error"]["code"], &done["error"]["data"]["status"]),
+        (&json!(-31004), &json!(401)),
+        "{done}"
+    );
+    assert_eq!(done["error"]["data"]["wwwAuthenticate"], format!("Bearer resource_metadata=\"{own}\""));
 }

@@ -22,6 +22,23 @@ use crate::vocab::jsonrpc::RpcError;
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
+/// Why an application refused a session's `initialize`
+/// ([`Host::initialize`]): the session is gone, and the client gets this.
+#[derive(Debug)]
+pub enum InitializeError {
+    /// A JSON-RPC error, as the response.
+    Rpc(RpcError),
+    /// An HTTP answer the client gets as it is: a gateway's upstream's
+    /// `401` or `403` with its `WWW-Authenticate`.
+    Http(http::Response<bytes::Bytes>),
+}
+
+impl From<RpcError> for InitializeError {
+    fn from(e: RpcError) -> Self {
+        InitializeError::Rpc(e)
+    }
+}
+
 /// An MCP application behind the transport.
 pub trait Host: Send + Sync + 'static {
     /// `serverInfo` in the `initialize` result.
@@ -81,13 +98,14 @@ pub trait Host: Send + Sync + 'static {
     /// HTTP request that carried the `initialize`; the future's result is
     /// the `initialize` result as the client gets it (its
     /// `protocolVersion`, when it is one the transport serves, becomes the
-    /// session's), and an error ends the session and is the response.
+    /// session's), and an error ends the session and is the response (a
+    /// JSON-RPC error, or an HTTP answer as it is).
     fn initialize(
         &self,
         _params: &Value,
         _session: &SessionHandle,
         _headers: &http::HeaderMap,
-    ) -> Option<BoxFuture<'static, Result<Value, RpcError>>> {
+    ) -> Option<BoxFuture<'static, Result<Value, InitializeError>>> {
         None
     }
 

@@ -45,6 +45,16 @@ pub(crate) enum Answer {
     Stream(Events),
     /// `202` (a notification or a response taken).
     Accepted,
+    /// `401` or `403`: the upstream's authorization refused it, with its
+    /// `WWW-Authenticate` and body.
+    Refused {
+        /// The status.
+        status: u16,
+        /// Its `WWW-Authenticate`, if it sent one.
+        www_authenticate: Option<String>,
+        /// Its body.
+        body: Bytes,
+    },
     /// Any other status, with its body.
     Status(u16, Bytes),
 }
@@ -134,6 +144,28 @@ impl Upstream {
     }
 }
 
+/// The URL of the gateway's protected-resource metadata, as a client sees
+/// it (its `Host`, and `X-Forwarded-Proto` where a proxy in front says
+/// https), for the endpoint at `path`.
+pub fn metadata_url(client: &HeaderMap, path: &str) -> Option<String> {
+    let host = client.get("host")?.to_str().ok()?;
+    let https = client.get("x-forwarded-proto").is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"));
+    let scheme = if https { "https" } else { "http" };
+    Some(format!("{scheme}://{host}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/')))
+}
+
+/// An upstream's `WWW-Authenticate` with its `resource_metadata` URL (the
+/// upstream's own) replaced by `url` (the gateway's), so that the client
+/// asks the gateway, which serves the upstream's metadata as seen through
+/// it; anything else in it as it was.
+pub fn rewrite_www_authenticate(value: &str, url: Option<&str>) -> String {
+    const KEY: &str = "resource_metadata=\"";
+    let (Some(url), Some(i)) = (url, value.find(KEY)) else { return value.to_owned() };
+    let start = i + KEY.len();
+    let Some(len) = value[start..].find('"') else { return value.to_owned() };
+    format!("{}{url}{}", &value[..start], &value[start + len..])
+}
+
 /// Headers that concern one connection, never passed on (RFC 9110 §7.6.1).
 pub const HOP_BY_HOP: [&str; 8] = [
     "connection",
@@ -183,11 +215,39 @@ pub fn end_to_end(h: &HeaderMap) -> HeaderMap {
     out
 }
 
+impl Upstream {
+    /// The upstream's OAuth protected-resource metadata (RFC 9728): at
+    /// `/.well-known/oauth-protected-resource` followed by its endpoint's
+    /// path, else at the bare well-known path; `None` where it has none.
+    pub(crate) async fn metadata(&self) -> Result<Option<serde_json::Value>, Fault> {
+        let path = self.url.path().trim_end_matches('/').to_owned();
+        for suffix in [path.as_str(), ""] {
+            let mut url = self.url.clone();
+            url.set_path(&format!("/.well-known/oauth-protected-resource{suffix}"));
+            url.set_query(None);
+            let r = self
+                .client
+                .get(url)
+                .timeout(CONNECT)
+                .send()
+                .await
+                .map_err(|e| Fault(format!("the upstream cannot be reached: {}", chain(&e))))?;
+            if r.status().is_success() {
+                let b = r.bytes().await.map_err(|e| Fault(e.to_string()))?;
+                return serde_json::from_slice(&b).map(Some).map_err(|e| Fault(format!("its metadata: {e}")));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// Reads an answer's head (and a body that is not a stream).
 async fn read(r: reqwest::Result<reqwest::Response>) -> Result<(Answer, Option<String>), Fault> {
     let r = r.map_err(|e| Fault(format!("the upstream cannot be reached: {}", chain(&e))))?;
     let session = r.headers().get(SESSION).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let status = r.status().as_u16();
+    let www_authenticate =
+        r.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let sse = r
         .headers()
         .get(CONTENT_TYPE)
@@ -200,6 +260,8 @@ async fn read(r: reqwest::Result<reqwest::Response>) -> Result<(Answer, Option<S
             let body = r.bytes().await.map_err(|e| Fault(format!("the upstream's answer broke: {e}")))?;
             if status == 200 {
                 Answer::Json(body)
+            } else if status == 401 || status == 403 {
+                Answer::Refused { status, www_authenticate, body }
             } else {
                 Answer::Status(status, body)
             }

@@ -10,6 +10,10 @@
 //       --event-store: each session's transport gets the SDK's
 //         InMemoryEventStore (SSE event ids, Last-Event-ID replay).
 //       --json: enableJsonResponse (POSTs answer with plain JSON, no SSE).
+//       --token T: an OAuth 2.1 resource server (MCP authorization): every
+//         request to /mcp without "Authorization: Bearer T" gets 401 with
+//         WWW-Authenticate naming its protected-resource metadata, served
+//         at /.well-known/oauth-protected-resource[/mcp].
 //       --forget-events: an event store that gives ids but has kept nothing
 //         when asked to replay (an evicting or restarted store): a resume is
 //         answered 200 with an empty stream, the SDK's answer to a cursor it
@@ -40,7 +44,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false };
+  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false, token: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') {
@@ -53,6 +57,9 @@ function parseArgs(argv) {
       opts.stdio = true;
     } else if (a === '--event-store') {
       opts.eventStore = true;
+    } else if (a === '--token') {
+      opts.token = argv[++i];
+      if (!opts.token) throw new Error('--token needs a value');
     } else if (a === '--forget-events') {
       opts.eventStore = true;
       opts.forget = true;
@@ -140,6 +147,25 @@ async function runHttp(opts) {
 
   async function handle(req, res) {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    const origin = `http://127.0.0.1:${httpServer.address().port}`;
+    if (opts.token && req.method === 'GET'
+        && ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp'].includes(url.pathname)) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({
+        resource: `${origin}/mcp`,
+        authorization_servers: ['https://auth.example.test'],
+        bearer_methods_supported: ['header'],
+      }));
+      return;
+    }
+    if (opts.token && url.pathname === '/mcp' && req.headers.authorization !== `Bearer ${opts.token}`) {
+      res.writeHead(401, {
+        'content-type': 'application/json',
+        'www-authenticate': `Bearer resource_metadata="${origin}/.well-known/oauth-protected-resource/mcp"`,
+      });
+      res.end(JSON.stringify({ error: 'invalid_token', error_description: 'a bearer token is required' }));
+      return;
+    }
     if (url.pathname !== '/mcp') {
       res.writeHead(404, { 'content-type': 'text/plain' });
       res.end('not found\n');

@@ -6,7 +6,7 @@
 
 use crate::app::AppState;
 use crate::backend::{Feed, OpenError, Table as _};
-use crate::host::SessionHandle;
+use crate::host::{InitializeError, SessionHandle};
 use crate::http::guard::Accepts;
 use crate::http::sse::{Framing, SseBody};
 use crate::protocol::builtin;
@@ -173,9 +173,13 @@ async fn initialize(
                 }
                 result
             }
-            Err(e) => {
+            Err(InitializeError::Rpc(e)) => {
                 handle.end();
                 return Ok(axum::Json(jsonrpc::response(&id, Err(e))).into_response());
+            }
+            Err(InitializeError::Http(r)) => {
+                handle.end();
+                return Ok(r.map(axum::body::Body::from));
             }
         },
     };
