@@ -24,6 +24,8 @@ apt_install redis-server redis-server
 apt_install redis-cli redis-tools
 # The cluster tests run through a real load balancer (docs/haproxy.cfg).
 apt_install /usr/sbin/haproxy haproxy
+# The gateway's https upstream test makes a self-signed certificate.
+apt_install openssl openssl
 # The status page's test drives it in a real headless browser.
 apt_install chromium chromium
 # The package's own service is not what the tests use: each test starts

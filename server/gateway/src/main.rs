@@ -16,6 +16,11 @@ struct Args {
     /// (`http://HOST:PORT/PATH`).
     #[arg(long)]
     upstream: Option<String>,
+    /// A PEM file of certificates an `https://` upstream is also verified
+    /// against (beside the system's roots): a private CA, or the upstream's
+    /// own self-signed certificate.
+    #[arg(long, requires = "upstream")]
+    upstream_ca: Option<std::path::PathBuf>,
     /// A stdio MCP server as the upstream: this shell command is started
     /// once per gateway session (a stdio server serves one client); its
     /// stderr goes to the gateway's log, and its exit ends the session.
@@ -23,6 +28,11 @@ struct Args {
     upstream_cmd: Option<String>,
     #[command(flatten)]
     server: ServerFlags,
+}
+
+/// The bytes of `--upstream-ca`, if given.
+fn upstream_ca(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, String> {
+    path.map(|p| std::fs::read(p).map_err(|e| format!("--upstream-ca {}: {e}", p.display()))).transpose()
 }
 
 #[tokio::main]
@@ -34,17 +44,19 @@ async fn main() -> std::io::Result<()> {
     init_logging(a.server.log_format);
     let mut routes = None;
     let builder = match (&a.upstream, &a.upstream_cmd) {
-        (Some(url), _) => match Upstream::new(url) {
-            Ok(u) => {
-                tracing::info!(upstream = %u.url(), "gateway to a Streamable HTTP server");
-                routes = Some(metadata_router(u.clone(), &a.server.path));
-                McpServer::builder(GatewayHost::new(u).path(&a.server.path))
+        (Some(url), _) => {
+            match upstream_ca(a.upstream_ca.as_deref()).and_then(|ca| Upstream::with_ca(url, ca.as_deref())) {
+                Ok(u) => {
+                    tracing::info!(upstream = %u.url(), "gateway to a Streamable HTTP server");
+                    routes = Some(metadata_router(u.clone(), &a.server.path));
+                    McpServer::builder(GatewayHost::new(u).path(&a.server.path))
+                }
+                Err(e) => {
+                    eprintln!("gapless-gateway: --upstream: {e}");
+                    std::process::exit(2);
+                }
             }
-            Err(e) => {
-                eprintln!("gapless-gateway: --upstream: {e}");
-                std::process::exit(2);
-            }
-        },
+        }
         (None, Some(cmd)) => match StdioCommand::new(cmd) {
             Ok(c) => {
                 tracing::info!(command = %c.command(), "gateway to a stdio server, a process per session");

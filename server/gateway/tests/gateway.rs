@@ -465,3 +465,61 @@ async fn an_oauth_upstream_works_through_the_gateway_and_binds_sessions_to_token
     );
     assert_eq!(done["error"]["data"]["wwwAuthenticate"], format!("Bearer resource_metadata=\"{own}\""));
 }
+
+/// An `https://` upstream with a self-signed certificate on loopback: with
+/// the certificate as `--upstream-ca` the gateway works through it; without
+/// it the client's `initialize` gets the explicit error naming the
+/// certificate, and no session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_upstream_is_verified_against_the_given_ca() {
+    let dir = std::env::temp_dir().join(format!("gapless-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args([
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+        ])
+        // A server's own certificate, not a CA's (webpki refuses a CA's as
+        // the end entity).
+        .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(made.success());
+    let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let up = Node::with(0, &["--event-store", "--tls", c, k]);
+    let url = format!("https://127.0.0.1:{}/mcp", up.port);
+
+    let pem = std::fs::read(&cert).unwrap();
+    let host = GatewayHost::new(Upstream::with_ca(&url, Some(&pem)).unwrap());
+    let server = McpServer::builder(host).build().unwrap();
+    let g = TestServer::at(common::serve(server.router()).await, "/mcp", server);
+    let sid = g.initialize().await;
+    let (seqs, done, _) =
+        drain(&mut SseReader::new(g.call_tool(&sid, 2, "emit_events", emit(5, 0)).await), None).await;
+    assert_eq!(
+        (seqs, done.unwrap()["result"]["content"][0]["text"].clone()),
+        (vec![1, 2, 3, 4, 5], json!("emitted 5"))
+    );
+
+    let untrusted = gateway(&url, ServerConfig::default()).await;
+    let r = untrusted
+        .post(
+            None,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        )
+        .await;
+    assert!(r.headers().get("mcp-session-id").is_none());
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -31002, "{body}");
+    let m = body["error"]["message"].as_str().unwrap().to_ascii_lowercase();
+    assert!(m.contains("certificate"), "{m}");
+}

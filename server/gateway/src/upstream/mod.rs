@@ -64,17 +64,35 @@ pub(crate) enum Answer {
 const CONNECT: Duration = Duration::from_secs(5);
 
 impl Upstream {
-    /// The MCP endpoint at `url` (`http://`).
+    /// The MCP endpoint at `url` (`http://`, or `https://` verified
+    /// against the system's roots).
     pub fn new(url: &str) -> Result<Upstream, String> {
+        Upstream::with_ca(url, None)
+    }
+
+    /// The MCP endpoint at `url`; an `https://` one verified against the
+    /// system's roots and, with `ca`, the certificates of that PEM file's
+    /// bytes too (a private CA, or an upstream's self-signed certificate).
+    pub fn with_ca(url: &str, ca: Option<&[u8]>) -> Result<Upstream, String> {
         let url = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-        if url.scheme() != "http" {
-            return Err(format!("{url}: only http:// upstreams are served so far"));
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("{url}: an upstream is http:// or https://"));
         }
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
             .connect_timeout(CONNECT)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| format!("the HTTP client: {e}"))?;
+            .pool_idle_timeout(Duration::from_secs(30));
+        if let Some(pem) = ca {
+            let certs =
+                reqwest::Certificate::from_pem_bundle(pem).map_err(|e| format!("the CA file: {e}"))?;
+            if certs.is_empty() {
+                return Err("the CA file holds no PEM certificate".into());
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let client = builder.build().map_err(|e| format!("the HTTP client: {e}"))?;
         Ok(Upstream { client, url })
     }
 

@@ -10,6 +10,7 @@
 //       --event-store: each session's transport gets the SDK's
 //         InMemoryEventStore (SSE event ids, Last-Event-ID replay).
 //       --json: enableJsonResponse (POSTs answer with plain JSON, no SSE).
+//       --tls CERT KEY: https with this PEM certificate and key.
 //       --token T: an OAuth 2.1 resource server (MCP authorization): every
 //         request to /mcp without "Authorization: Bearer T" gets 401 with
 //         WWW-Authenticate naming its protected-resource metadata, served
@@ -22,6 +23,8 @@
 //       The same server over stdio; logs go to stderr only.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
+import fs from 'node:fs';
 import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -44,7 +47,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false, token: undefined };
+  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false, token: undefined, tls: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') {
@@ -57,6 +60,8 @@ function parseArgs(argv) {
       opts.stdio = true;
     } else if (a === '--event-store') {
       opts.eventStore = true;
+    } else if (a === '--tls') {
+      opts.tls = { cert: fs.readFileSync(argv[++i]), key: fs.readFileSync(argv[++i]) };
     } else if (a === '--token') {
       opts.token = argv[++i];
       if (!opts.token) throw new Error('--token needs a value');
@@ -147,7 +152,7 @@ async function runHttp(opts) {
 
   async function handle(req, res) {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
-    const origin = `http://127.0.0.1:${httpServer.address().port}`;
+    const origin = `${opts.tls ? 'https' : 'http'}://127.0.0.1:${httpServer.address().port}`;
     if (opts.token && req.method === 'GET'
         && ['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/mcp'].includes(url.pathname)) {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -236,12 +241,13 @@ async function runHttp(opts) {
     sendJsonRpcError(res, 405, -32000, 'Method not allowed.');
   }
 
-  const httpServer = http.createServer((req, res) => {
+  const serve = (req, res) => {
     handle(req, res).catch(err => {
       log('error handling request:', err);
       sendJsonRpcError(res, 500, -32603, 'Internal server error');
     });
-  });
+  };
+  const httpServer = opts.tls ? https.createServer(opts.tls, serve) : http.createServer(serve);
   await new Promise((resolve, reject) => {
     httpServer.once('error', reject);
     httpServer.listen(opts.port, '127.0.0.1', resolve);
