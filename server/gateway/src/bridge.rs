@@ -14,7 +14,7 @@
 //!
 //! No message of one session can reach another's: each has its own child.
 
-use crate::pump::{end_soon, gone, lost, route, Asker, Routed};
+use crate::pump::{end_soon, gone, lost, route, Asker, Level, Routed};
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -52,6 +52,8 @@ struct Routes {
 struct Child {
     stdin: tokio::sync::Mutex<ChildStdin>,
     routes: Mutex<Routes>,
+    /// The session's log level, which its log messages are held to.
+    level: Level,
 }
 
 impl std::fmt::Debug for Child {
@@ -102,7 +104,7 @@ impl Child {
         let r = lock(&self.routes);
         match routed {
             Routed::Response(id, _) => r.requests.get(&id.to_string()).cloned(),
-            Routed::Notification(_) | Routed::Request(..) => {
+            Routed::Notification(..) | Routed::Request(..) => {
                 let token = progress_token(data);
                 if let Some(id) = token.and_then(|t| r.progress.get(&t)) {
                     return r.requests.get(id).cloned();
@@ -138,7 +140,8 @@ async fn read(child: Arc<Child>, mut lines: Lines, session: SessionHandle) {
                 let _ = tx.send(routed).await;
             }
             None => match routed {
-                Routed::Notification(b) => {
+                Routed::Notification(_, l) if child.level.withholds(l) => {}
+                Routed::Notification(b, _) => {
                     let _ = session.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await;
                 }
                 Routed::Request(uid, method, params) => {
@@ -172,6 +175,10 @@ impl Host for StdioHost {
         false
     }
 
+    fn forwards_session_methods(&self) -> bool {
+        true
+    }
+
     fn initialize(
         &self,
         params: &Value,
@@ -186,7 +193,11 @@ impl Host for StdioHost {
             let tag = session.id()[..8].to_owned();
             let (mut process, stdin, lines) =
                 command.spawn(tag).map_err(|e| lost(format!("the upstream process did not start: {e}")))?;
-            let child = Arc::new(Child { stdin: tokio::sync::Mutex::new(stdin), routes: Mutex::default() });
+            let child = Arc::new(Child {
+                stdin: tokio::sync::Mutex::new(stdin),
+                routes: Mutex::default(),
+                level: Level::default(),
+            });
             let id = json!("gapless-initialize");
             let mut rx = child.register(&id, None);
             tokio::spawn(read(Arc::clone(&child), lines, session.clone()));
@@ -232,6 +243,13 @@ impl Host for StdioHost {
         let child = ctx.session().and_then(|s| lock(&self.children).get(&s.id()).cloned());
         Box::pin(async move {
             let Some(child) = child else { return Err(lost("this gateway session has no upstream process")) };
+            if method == "logging/setLevel" {
+                let outcome = call(&child, &method, params.clone(), &ctx).await;
+                if outcome.is_ok() {
+                    child.level.set(&params);
+                }
+                return outcome;
+            }
             call(&child, &method, params, &ctx).await
         })
     }
@@ -281,7 +299,8 @@ async fn call(
             match m {
                 None => return Err(gone(ctx, "the upstream process exited").await),
                 Some(Routed::Response(_, o)) => return o,
-                Some(Routed::Notification(b)) => {
+                Some(Routed::Notification(_, l)) if child.level.withholds(l) => {}
+                Some(Routed::Notification(b, _)) => {
                     if let Err(e) = ctx.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await {
                         return Err(lost(format!("the gateway's session cannot take it: {e}")));
                     }

@@ -9,8 +9,8 @@ use crate::pump::{end, lost, Asker, Bound, Link};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use gapless_server::InitializeError;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
+use gapless_server::{InitializeError, LogLevel};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -67,6 +67,10 @@ impl Host for GatewayHost {
         true
     }
 
+    fn forwards_session_methods(&self) -> bool {
+        true
+    }
+
     fn seals_request_state(&self) -> bool {
         false
     }
@@ -101,14 +105,25 @@ impl Host for GatewayHost {
             Some(s) => self.link(&s),
             // A 2026-07-28 request: no session on either side.
             None => {
-                let bound =
-                    Bound { id: None, version: Some(ctx.protocol_version()), forward: Default::default() };
+                let bound = Bound {
+                    id: None,
+                    version: Some(ctx.protocol_version()),
+                    forward: Default::default(),
+                    level: Default::default(),
+                };
                 let public_path = Arc::clone(&self.public_path);
                 Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound), public_path })
             }
         };
         Box::pin(async move {
             match link {
+                Some(link) if method == "logging/setLevel" => {
+                    let outcome = link.call(&method, params.clone(), &ctx).await;
+                    if outcome.is_ok() {
+                        link.bound.level.set(&params);
+                    }
+                    outcome
+                }
                 Some(link) => link.call(&method, params, &ctx).await,
                 None => Err(lost("this gateway session has no upstream session")),
             }
@@ -176,7 +191,7 @@ impl Opening {
         let result =
             response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
         let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
-        let bound = Arc::new(Bound { id: upstream_sid, version, forward });
+        let bound = Arc::new(Bound { id: upstream_sid, version, forward, level: Default::default() });
         let link = Link { upstream, bound, public_path };
         lock(&links).insert(session.id(), link.clone());
         // The upstream's standalone stream is open before the client has
@@ -281,7 +296,11 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
             }
             let Ok(v) = serde_json::from_slice::<Value>(&e.data) else { continue };
             match (v.get("id").cloned(), v.get("method").and_then(Value::as_str).map(str::to_owned)) {
-                (None, Some(_)) => {
+                (None, Some(method)) => {
+                    let level = v.pointer("/params/level").and_then(Value::as_str).and_then(LogLevel::parse);
+                    if method == "notifications/message" && link.bound.level.withholds(level) {
+                        continue;
+                    }
                     let b = gapless::ring::exact_bytes(e.data.to_vec());
                     if session.notify_raw(b).await.is_err() {
                         return;

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use gapless::wire::rpc_code::code;
-use gapless_server::{ClientRequestError, RequestContext, RpcError, SessionHandle};
+use gapless_server::{ClientRequestError, LogLevel, RequestContext, RpcError, SessionHandle};
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -36,6 +36,8 @@ pub(crate) struct Bound {
     /// (its standalone stream, `DELETE`, the client's notifications and
     /// answers) carry.
     pub(crate) forward: HeaderMap,
+    /// The session's log level.
+    pub(crate) level: Level,
 }
 
 /// One upstream session as the pump uses it.
@@ -55,12 +57,42 @@ struct Peek {
     id: Option<Value>,
     #[serde(default)]
     method: Option<String>,
+    /// Only its `level` is read (a log message's).
+    #[serde(default)]
+    params: Option<PeekParams>,
+}
+
+#[derive(Deserialize)]
+struct PeekParams {
+    #[serde(default)]
+    level: Option<Value>,
+}
+
+/// The log level a client set on its session (`logging/setLevel`), which
+/// the gateway holds the upstream's log messages to, whether or not the
+/// upstream filters its own.
+#[derive(Debug, Default)]
+pub(crate) struct Level(std::sync::Mutex<Option<LogLevel>>);
+
+impl Level {
+    /// Notes a `logging/setLevel`'s params.
+    pub(crate) fn set(&self, params: &Value) {
+        if let Some(l) = params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
+            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(l);
+        }
+    }
+
+    /// Whether a log message of `level` is held back (below the session's).
+    pub(crate) fn withholds(&self, level: Option<LogLevel>) -> bool {
+        let min = *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        matches!((min, level), (Some(min), Some(l)) if l < min)
+    }
 }
 
 /// A message of the upstream, routed.
 pub(crate) enum Routed {
-    /// A notification: passed on as its bytes.
-    Notification(Bytes),
+    /// A notification: passed on as its bytes; the level of a log message.
+    Notification(Bytes, Option<LogLevel>),
     /// A server → client request: `(upstream id, method, params)`.
     Request(Value, String, Value),
     /// A response to the client's request `id`.
@@ -70,7 +102,12 @@ pub(crate) enum Routed {
 pub(crate) fn route(data: Bytes) -> Result<Routed, String> {
     let peek: Peek = serde_json::from_slice(&data).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
     match (peek.id, peek.method) {
-        (None, Some(_)) => Ok(Routed::Notification(data)),
+        (None, Some(m)) => {
+            let level = (m == "notifications/message")
+                .then(|| peek.params?.level?.as_str().and_then(LogLevel::parse))
+                .flatten();
+            Ok(Routed::Notification(data, level))
+        }
         (Some(id), Some(method)) => {
             let mut v: Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
             Ok(Routed::Request(id, method, v.get_mut("params").map(Value::take).unwrap_or(Value::Null)))
@@ -250,7 +287,8 @@ impl Link {
                         Ok(Routed::Response(rid, _)) => {
                             tracing::warn!(id = %rid, "an upstream response for another request on this stream: dropped");
                         }
-                        Ok(Routed::Notification(b)) => {
+                        Ok(Routed::Notification(_, l)) if self.bound.level.withholds(l) => {}
+                        Ok(Routed::Notification(b, _)) => {
                             if let Err(e) = ctx.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await {
                                 return Err(lost(format!("the gateway's session cannot take it: {e}")));
                             }
@@ -279,13 +317,7 @@ impl Link {
             since_resume = 0;
             let by = tokio::time::Instant::now() + RESUME_BOUND;
             resumed_by = Some(by);
-            let resume = self.upstream.get(
-                self.session().unwrap_or(""),
-                self.version(),
-                &self.bound.forward,
-                Some(&c),
-            );
-            let Ok(resumed) = tokio::time::timeout_at(by, resume).await else {
+            let Ok(resumed) = tokio::time::timeout_at(by, self.resume(&c)).await else {
                 return Err(lost(format!(
                     "it did not answer the resume after {c} in {} s",
                     RESUME_BOUND.as_secs()
@@ -302,6 +334,31 @@ impl Link {
                 Ok(_) => return Err(lost(format!("it answered the resume after {c} without a stream"))),
                 Err(f) => return Err(lost(f)),
             };
+        }
+    }
+
+    /// A resume of the stream of `cursor`. A `GET` is safe to repeat, and
+    /// the break that made it needed may have left the client's pooled
+    /// connections to the upstream dead: one that fails before any answer
+    /// is tried again on a new connection, 0.1 s later and then 0.2 s (the
+    /// caller bounds the whole).
+    async fn resume(&self, cursor: &str) -> Result<Answer, Fault> {
+        let mut wait = std::time::Duration::from_millis(100);
+        loop {
+            let r = self.upstream.get(
+                self.session().unwrap_or(""),
+                self.version(),
+                &self.bound.forward,
+                Some(cursor),
+            );
+            match r.await {
+                Err(f) if wait <= std::time::Duration::from_millis(200) => {
+                    tracing::debug!(fault = %f, "resume failed before an answer; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -412,7 +469,13 @@ mod tests {
         let r = |s: &'static str| route(Bytes::from_static(s.as_bytes()));
         assert!(matches!(
             r(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#),
-            Ok(Routed::Notification(_))
+            Ok(Routed::Notification(_, None))
+        ));
+        assert!(matches!(
+            r(
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":{"x":[1]},"level":"warning"}}"#
+            ),
+            Ok(Routed::Notification(_, Some(LogLevel::Warning)))
         ));
         match r(r#"{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"a":1}}"#) {
             Ok(Routed::Request(id, m, p)) => {

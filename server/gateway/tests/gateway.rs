@@ -286,7 +286,11 @@ async fn a_broken_upstream_stream_is_resumed_with_the_upstreams_cursor() {
     assert!(cutter.cut_all() > 0);
     let (rest, done, _) = drain(&mut sse, None).await;
     let all: Vec<u64> = first.into_iter().chain(rest).collect();
-    assert_eq!(all, (1..=60).collect::<Vec<_>>(), "every event once, in order, across the upstream's break");
+    assert_eq!(
+        all,
+        (1..=60).collect::<Vec<_>>(),
+        "every event once, in order, across the upstream's break: {done:?}"
+    );
     assert_eq!(done.expect("the result")["result"]["content"][0]["text"], "emitted 60");
 }
 
@@ -522,4 +526,28 @@ async fn an_https_upstream_is_verified_against_the_given_ca() {
     assert_eq!(body["error"]["code"], -31002, "{body}");
     let m = body["error"]["message"].as_str().unwrap().to_ascii_lowercase();
     assert!(m.contains("certificate"), "{m}");
+}
+
+/// `logging/setLevel` and `ping` reach the upstream, which filters its own
+/// log messages: after `error`, the tool's `info` messages no longer come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_level_reaches_the_upstream() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let r = g
+        .post(
+            Some(&sid),
+            json!({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"error"}}),
+        )
+        .await;
+    let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(done.unwrap()["result"], json!({}));
+    let r = g.post(Some(&sid), json!({"jsonrpc":"2.0","id":2,"method":"ping"})).await;
+    let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+    assert_eq!(done.unwrap()["result"], json!({}));
+    let (seqs, done, _) =
+        drain(&mut SseReader::new(g.call_tool(&sid, 3, "emit_events", emit(5, 0)).await), None).await;
+    assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 5");
+    assert!(seqs.is_empty(), "info messages after setLevel error: {seqs:?}");
 }

@@ -76,6 +76,15 @@ pub trait Host: Send + Sync + 'static {
         false
     }
 
+    /// Whether a session's `ping` and `logging/setLevel` go to this
+    /// application too, which answers them (a gateway, whose upstream
+    /// filters its own log messages and answers its own pings). The
+    /// transport still records the session's level first, and refuses an
+    /// invalid one itself.
+    fn forwards_session_methods(&self) -> bool {
+        false
+    }
+
     /// Whether the transport keeps MCP 2026-07-28's `requestState` for this
     /// application (SEP-2322, `docs/SPEC.md` §5.4): it seals what
     /// [`RequestContext::ask`] was answered, and verifies the state a retry

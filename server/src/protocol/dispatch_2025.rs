@@ -153,7 +153,12 @@ impl Running {
     /// poll, and the select picks either).
     async fn answer(self, host: Arc<dyn Host>, req: Call, ctx: RequestContext, reply: Reply) {
         let Call { id, method, params, .. } = req;
-        let outcome = match builtin::on_session(&self.sess, &method, &params) {
+        let own = builtin::on_session(&self.sess, &method, &params);
+        // An application that forwards them answers `ping` and
+        // `logging/setLevel` itself (the level is the session's already).
+        let forwarded =
+            host.forwards_session_methods() && matches!(&own, Some(Ok(_))) && method != "initialize";
+        let outcome = match own.filter(|_| !forwarded) {
             Some(outcome) => Some(outcome),
             None => {
                 let r = tokio::select! {
