@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The official MCP SDK clients (TypeScript 1.32.2, Python mcp 2.3.0; the scripts of
 # server/bin/tests/sdk/) against gapless-gateway in front of the official SDKs' own
-# servers (tests/upstreams/: TypeScript with its InMemoryEventStore, and Python).
+# servers (tests/upstreams/: TypeScript with its InMemoryEventStore, and Python), and
+# bridging the TypeScript one over stdio (--upstream-cmd).
 # Each client cuts its connections to the gateway mid-stream through its own TCP
 # proxy and checks that every notification arrived exactly once, in order, on the
 # request stream and on the standalone stream. Installs nothing itself: run
@@ -106,6 +107,26 @@ say "Python SDK server at $up_url"
 gateway "$up_url"
 say "gapless-gateway at $gw_url"
 clients "Python server"
+
+kill "${pids[1]}" "${pids[0]}" 2>/dev/null || true
+pids=()
+
+# A stdio server, a child per session. Its notifications are the one
+# request's in flight (docs/SPEC.md §10.4), so the request stream is tested.
+port="$(free_port)"
+"$gateway_bin" --upstream-cmd "node $here/upstreams/ts_upstream.mjs --stdio" --bind "127.0.0.1:$port" \
+  --sse-retry-ms 100 >"$work/gateway.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.1
+done
+gw_url="http://127.0.0.1:$port/mcp"
+say "gapless-gateway at $gw_url, bridging the TypeScript SDK server over stdio"
+run "stdio server: TypeScript SDK client, three cuts, request stream" \
+  node ts_resume.mjs --url "$gw_url" --count "$COUNT" --interval-ms 2 --target request --cuts 0.25,0.5,0.75 --timeout-ms 45000
+run "stdio server: Python SDK client, one cut at 1/2, request stream" \
+  .venv/bin/python py_resume.py --url "$gw_url" --count "$COUNT" --interval-ms 2 --target request --cuts 0.5 --mode legacy --timeout 45
 
 [ "$failed" -eq 0 ] || { tail -n 30 "$work/gateway.log" >&2 || true; die "$failed run(s) failed"; }
 say "all runs passed"

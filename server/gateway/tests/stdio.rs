@@ -16,10 +16,14 @@ use std::time::{Duration, Instant};
 /// The bridge in process, each session's child writing its pid to
 /// `pids` (a file per child) so that a test can kill one.
 async fn bridge(pids: &Path) -> TestServer {
+    bridge_to(pids, "ts_upstream.mjs --stdio").await
+}
+
+/// The bridge to `node <script>` (in `tests/upstreams`).
+async fn bridge_to(pids: &Path, script: &str) -> TestServer {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams");
     assert!(dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(), "run scripts/setup.sh");
-    let cmd =
-        format!("echo $$ > {}/$$ && exec node {}/ts_upstream.mjs --stdio", pids.display(), dir.display());
+    let cmd = format!("echo $$ > {}/$$ && cd {} && exec node {script}", pids.display(), dir.display());
     let host = StdioHost::new(StdioCommand::new(&cmd).unwrap());
     let server = McpServer::builder(host).config(ServerConfig::default()).build().unwrap();
     let addr = common::serve(server.router()).await;
@@ -159,4 +163,50 @@ fn alive(pid: u32) -> bool {
 
 fn kill9(pid: u32) {
     let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+}
+
+/// `@modelcontextprotocol/server-everything` (pinned in
+/// `tests/upstreams/package.json`) as it is, over stdio: its long-running
+/// tool's progress notifications (routed by their `progressToken`) reach
+/// the call's stream, and a cut stream resumed at the gateway brings every
+/// later one once, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_progress_resumes_through_a_cut() {
+    let dir = tempdir();
+    let g = bridge_to(&dir, "node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio").await;
+    let sid = g.initialize().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"trigger-long-running-operation","arguments":{"duration":2,"steps":20},
+        "_meta":{"progressToken":"p-7"}}});
+    let mut sse = SseReader::new(g.post(Some(&sid), call).await);
+    let progress = |e: &common::SseEvent| {
+        e.json()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| m["params"]["progress"].as_u64().unwrap())
+    };
+    let (mut seen, mut cursor) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        if let Some(p) = progress(&e) {
+            seen.push(p);
+            cursor = e.id.clone();
+        }
+        if seen.len() == 5 {
+            break;
+        }
+    }
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sse = SseReader::new(g.get(Some(&sid), cursor.as_deref()).await);
+    let mut done = None;
+    while let Some(e) = sse.next().await {
+        if let Some(p) = progress(&e) {
+            seen.push(p);
+        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+            done = Some(m);
+            break;
+        }
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>(), "every progress notification once, in order");
+    let text = done.expect("the result")["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Long running operation completed"), "{text}");
 }
