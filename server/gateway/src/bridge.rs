@@ -15,6 +15,7 @@
 //! No message of one session can reach another's: each has its own child.
 
 use crate::pump::{end_soon, gone, lost, route, Asker, Level, Routed};
+use crate::sync::lock;
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -60,10 +61,6 @@ impl std::fmt::Debug for Child {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Child").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl StdioHost {

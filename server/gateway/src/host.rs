@@ -6,6 +6,7 @@
 //! upstream's end (`404`) ends it.
 
 use crate::pump::{end, lost, Asker, Bound, Link};
+use crate::sync::lock;
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -47,10 +48,6 @@ impl GatewayHost {
     fn link(&self, session: &SessionHandle) -> Option<Link> {
         lock(&self.links).get(&session.id()).cloned()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Host for GatewayHost {

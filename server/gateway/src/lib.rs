@@ -35,6 +35,7 @@ mod bridge;
 mod front;
 mod host;
 mod pump;
+mod sync;
 pub mod upstream;
 
 pub use bridge::StdioHost;

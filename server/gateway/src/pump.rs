@@ -12,6 +12,7 @@
 //! with, or an upstream that cannot be reached or answers `5xx`, answers
 //! the request at once with `request_lost` (`-31002`).
 
+use crate::sync::lock;
 use crate::upstream::{
     end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Events, Fault, Upstream,
 };
@@ -78,13 +79,13 @@ impl Level {
     /// Notes a `logging/setLevel`'s params.
     pub(crate) fn set(&self, params: &Value) {
         if let Some(l) = params.get("level").and_then(Value::as_str).and_then(LogLevel::parse) {
-            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(l);
+            *lock(&self.0) = Some(l);
         }
     }
 
     /// Whether a log message of `level` is held back (below the session's).
     pub(crate) fn withholds(&self, level: Option<LogLevel>) -> bool {
-        let min = *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let min = *lock(&self.0);
         matches!((min, level), (Some(min), Some(l)) if l < min)
     }
 }

@@ -15,6 +15,7 @@ use std::path::Path;
 
 fn rank(layer: &str) -> u32 {
     match layer {
+        "sync" => 0,
         "upstream" => 0,
         "pump" => 1,
         "host" | "bridge" | "front" => 2,

@@ -6,6 +6,7 @@
 
 #[path = "../../bin/tests/common/mod.rs"]
 mod common;
+mod support;
 
 use common::{SseReader, TestServer};
 use gapless::RingConfig;
@@ -16,6 +17,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::drain;
 
 /// The TypeScript upstream, killed when dropped.
 struct Node {
@@ -121,24 +123,6 @@ async fn gateway(upstream: &str, config: ServerConfig) -> TestServer {
 
 fn emit(count: u64, interval_ms: u64) -> Value {
     json!({"count": count, "interval_ms": interval_ms})
-}
-
-/// Reads a call's stream to its end: the seqs of its notifications, its
-/// response, and the id of each event.
-async fn drain(sse: &mut SseReader, upto: Option<usize>) -> (Vec<u64>, Option<Value>, Vec<Option<String>>) {
-    let (mut seqs, mut ids) = (vec![], vec![]);
-    while let Some(e) = sse.next().await {
-        ids.push(e.id.clone());
-        if let Some(s) = e.emit_seq() {
-            seqs.push(s);
-        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
-            return (seqs, Some(m), ids);
-        }
-        if upto.is_some_and(|n| seqs.len() >= n) {
-            break;
-        }
-    }
-    (seqs, None, ids)
 }
 
 /// `initialize` and a streaming call pass through; the client's session id
@@ -294,24 +278,30 @@ async fn a_broken_upstream_stream_is_resumed_with_the_upstreams_cursor() {
     assert_eq!(done.expect("the result")["result"]["content"][0]["text"], "emitted 60");
 }
 
-/// An upstream that gives no event ids: a break of its stream cannot be
-/// resumed, and the pending call is answered -31002 at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_break_of_an_upstream_without_ids_fails_the_call_at_once() {
-    let up = Node::with(0, &[]);
+/// A call of `count` events, 5 ms apart, on an upstream started with
+/// `flags` behind a cutting proxy; the gateway's upstream connection cut
+/// after 5 events; the call's answer and how long after the cut it came.
+async fn answer_after_a_cut(flags: &[&str], count: u64) -> (Value, Duration) {
+    let up = Node::with(0, flags);
     let cutter = Cutter::start(up.port).await;
     let g = gateway(&cutter.url(), ServerConfig::default()).await;
     let sid = g.initialize().await;
-    let r = g.call_tool(&sid, 2, "emit_events", emit(400, 5)).await;
-    let mut sse = SseReader::new(r);
+    let mut sse = SseReader::new(g.call_tool(&sid, 2, "emit_events", emit(count, 5)).await);
     drain(&mut sse, Some(5)).await;
     cutter.cut_all();
     let at = Instant::now();
     let (_, done, _) = drain(&mut sse, None).await;
-    let done = done.expect("an explicit answer");
+    (done.expect("an explicit answer"), at.elapsed())
+}
+
+/// An upstream that gives no event ids: a break of its stream cannot be
+/// resumed, and the pending call is answered -31002 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_break_of_an_upstream_without_ids_fails_the_call_at_once() {
+    let (done, after) = answer_after_a_cut(&[], 400).await;
     assert_eq!(done["error"]["code"], -31002, "{done}");
     assert!(done["error"]["message"].as_str().unwrap().contains("no event ids"), "{done}");
-    assert!(at.elapsed() < Duration::from_secs(2), "{:?}", at.elapsed());
+    assert!(after < Duration::from_secs(2), "{after:?}");
 }
 
 /// An upstream whose store kept nothing answers the resume with an empty
@@ -319,20 +309,10 @@ async fn a_break_of_an_upstream_without_ids_fails_the_call_at_once() {
 /// call is answered -31002 within the 5 s bound, never left silent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_resume_while_a_call_is_pending_is_an_explicit_error() {
-    let up = Node::with(0, &["--forget-events"]);
-    let cutter = Cutter::start(up.port).await;
-    let g = gateway(&cutter.url(), ServerConfig::default()).await;
-    let sid = g.initialize().await;
-    let r = g.call_tool(&sid, 2, "emit_events", emit(2000, 5)).await;
-    let mut sse = SseReader::new(r);
-    drain(&mut sse, Some(5)).await;
-    cutter.cut_all();
-    let at = Instant::now();
-    let (_, done, _) = drain(&mut sse, None).await;
-    let done = done.expect("an explicit answer");
+    let (done, after) = answer_after_a_cut(&["--forget-events"], 2000).await;
     assert_eq!(done["error"]["code"], -31002, "{done}");
     assert!(done["error"]["message"].as_str().unwrap().contains("brought nothing"), "{done}");
-    assert!(at.elapsed() < Duration::from_secs(5), "{:?}", at.elapsed());
+    assert!(after < Duration::from_secs(5), "{after:?}");
 }
 
 /// A client migrates its session to a WebSocket mid-call (seed 000): the

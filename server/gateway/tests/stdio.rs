@@ -4,6 +4,7 @@
 
 #[path = "../../bin/tests/common/mod.rs"]
 mod common;
+mod support;
 
 use common::{SseReader, TestServer};
 use gapless_gateway::upstream::stdio::StdioCommand;
@@ -12,6 +13,7 @@ use gapless_server::{McpServer, ServerConfig};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use support::drain;
 
 /// The bridge in process, each session's child writing its pid to
 /// `pids` (a file per child) so that a test can kill one.
@@ -35,22 +37,6 @@ fn pids(dir: &Path) -> Vec<u32> {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().parse().unwrap())
         .collect()
-}
-
-async fn drain(sse: &mut SseReader, upto: Option<usize>) -> (Vec<u64>, Option<Value>, Vec<Option<String>>) {
-    let (mut seqs, mut ids) = (vec![], vec![]);
-    while let Some(e) = sse.next().await {
-        ids.push(e.id.clone());
-        if let Some(s) = e.emit_seq() {
-            seqs.push(s);
-        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
-            return (seqs, Some(m), ids);
-        }
-        if upto.is_some_and(|n| seqs.len() >= n) {
-            break;
-        }
-    }
-    (seqs, None, ids)
 }
 
 fn emit(count: u64, interval_ms: u64, target: &str) -> Value {

@@ -99,10 +99,13 @@ function createServer() {
         count: z.number().int().min(0),
         interval_ms: z.number().int().min(0).default(0),
         payload_bytes: z.number().int().min(0).default(0),
-        target: z.enum(['request', 'standalone']).default('request')
+        target: z.enum(['request', 'standalone']).default('request'),
+        // Each event's data gets `t`, the wall-clock time it was sent in
+        // microseconds since the epoch (the gateway benchmark's latency).
+        stamp: z.boolean().default(false)
       }
     },
-    async ({ count, interval_ms, payload_bytes, target }, extra) => {
+    async ({ count, interval_ms, payload_bytes, target, stamp }, extra) => {
       const pad = 'x'.repeat(payload_bytes);
       for (let seq = 1; seq <= count; seq++) {
         if (seq > 1 && interval_ms > 0) {
@@ -112,6 +115,9 @@ function createServer() {
           method: 'notifications/message',
           params: { level: 'info', data: { seq, pad } }
         };
+        if (stamp) {
+          notification.params.data.t = Math.round((performance.timeOrigin + performance.now()) * 1000);
+        }
         if (target === 'request') {
           // Carries relatedRequestId: goes on this tools/call's POST stream.
           await extra.sendNotification(notification);
