@@ -6,31 +6,9 @@ use gapless_server::McpServer;
 use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 use gapless_server_bin::demo::DemoHost;
 
-/// jemalloc, not the system allocator (the `jemalloc` feature, on by
-/// default; the reasons are in Cargo.toml).
-#[cfg(all(unix, feature = "jemalloc"))]
-#[global_allocator]
-static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// jemalloc's options, read at its first allocation (`_RJEM_MALLOC_CONF`
-/// in the environment still overrides them): a background thread returns
-/// freed pages (after jemalloc's 10 s decay) while the server is idle too,
-/// so its RSS settles to what the retained events hold. Linux only:
-/// jemalloc has no background thread on macOS and refuses the option.
-#[cfg(all(target_os = "linux", feature = "jemalloc"))]
-#[export_name = "_rjem_malloc_conf"]
-static MALLOC_CONF: JemallocConf = JemallocConf(c"background_thread:true".as_ptr());
-
-/// A C string pointer that can be a `static` (jemalloc's `malloc_conf` is a
-/// `const char *`).
-#[cfg(all(target_os = "linux", feature = "jemalloc"))]
-#[repr(transparent)]
-struct JemallocConf(*const std::ffi::c_char);
-
-// SAFETY: it points at a 'static, immutable C string; nothing writes
-// through it.
-#[cfg(all(target_os = "linux", feature = "jemalloc"))]
-unsafe impl Sync for JemallocConf {}
+// jemalloc as the global allocator, with its options (the `jemalloc`
+// feature, on by default; the reasons are in Cargo.toml).
+gapless_server_bin::jemalloc!();
 
 /// An MCP server whose streams never lose an event silently.
 #[derive(Parser, Debug)]

@@ -139,7 +139,7 @@ async fn read(child: Arc<Child>, mut lines: Lines, session: SessionHandle) {
             None => match routed {
                 Routed::Notification(_, l) if child.level.withholds(l) => {}
                 Routed::Notification(b, _) => {
-                    let _ = session.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await;
+                    let _ = session.notify_raw(b).await;
                 }
                 Routed::Request(uid, method, params) => {
                     let (child, session) = (Arc::clone(&child), session.clone());
@@ -298,7 +298,7 @@ async fn call(
                 Some(Routed::Response(_, o)) => return o,
                 Some(Routed::Notification(_, l)) if child.level.withholds(l) => {}
                 Some(Routed::Notification(b, _)) => {
-                    if let Err(e) = ctx.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await {
+                    if let Err(e) = ctx.notify_raw(b).await {
                         return Err(lost(format!("the gateway's session cannot take it: {e}")));
                     }
                 }

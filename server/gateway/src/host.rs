@@ -298,7 +298,7 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
                     if method == "notifications/message" && link.bound.level.withholds(level) {
                         continue;
                     }
-                    let b = gapless::ring::exact_bytes(e.data.to_vec());
+                    let b = e.data;
                     if session.notify_raw(b).await.is_err() {
                         return;
                     }

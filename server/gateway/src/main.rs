@@ -35,6 +35,9 @@ fn upstream_ca(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, String
     path.map(|p| std::fs::read(p).map_err(|e| format!("--upstream-ca {}: {e}", p.display()))).transpose()
 }
 
+// jemalloc as the global allocator (the `jemalloc` feature, on by default).
+gapless_server_bin::jemalloc!();
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     // The gateway listens beside the server it fronts: 8090 by default,

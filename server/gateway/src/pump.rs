@@ -52,21 +52,23 @@ pub(crate) struct Link {
 
 /// What routing needs of a message: read without building its params or
 /// result.
+/// Nothing is allocated for a notification (the usual message): its id's
+/// presence, its method and a log message's level are borrowed.
 #[derive(Deserialize)]
-struct Peek {
+struct Peek<'a> {
     #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
+    id: Option<serde::de::IgnoredAny>,
+    #[serde(default, borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
     /// Only its `level` is read (a log message's).
-    #[serde(default)]
-    params: Option<PeekParams>,
+    #[serde(default, borrow)]
+    params: Option<PeekParams<'a>>,
 }
 
 #[derive(Deserialize)]
-struct PeekParams {
-    #[serde(default)]
-    level: Option<Value>,
+struct PeekParams<'a> {
+    #[serde(default, borrow)]
+    level: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// The log level a client set on its session (`logging/setLevel`), which
@@ -102,22 +104,25 @@ pub(crate) enum Routed {
 
 pub(crate) fn route(data: Bytes) -> Result<Routed, String> {
     let peek: Peek = serde_json::from_slice(&data).map_err(|e| format!("not a JSON-RPC message: {e}"))?;
-    match (peek.id, peek.method) {
-        (None, Some(m)) => {
-            let level = (m == "notifications/message")
-                .then(|| peek.params?.level?.as_str().and_then(LogLevel::parse))
-                .flatten();
+    match (peek.id.is_some(), peek.method) {
+        (false, Some(m)) => {
+            let level =
+                (m == "notifications/message").then(|| LogLevel::parse(&peek.params?.level?)).flatten();
             Ok(Routed::Notification(data, level))
         }
-        (Some(id), Some(method)) => {
+        // A request or a response: parsed whole (they are few).
+        (true, Some(method)) => {
             let mut v: Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
+            let id = v.get_mut("id").map(Value::take).unwrap_or(Value::Null);
+            let method = method.into_owned();
             Ok(Routed::Request(id, method, v.get_mut("params").map(Value::take).unwrap_or(Value::Null)))
         }
-        (Some(id), None) => {
+        (true, None) => {
             let mut v: Value = serde_json::from_slice(&data).map_err(|e| e.to_string())?;
+            let id = v.get_mut("id").map(Value::take).unwrap_or(Value::Null);
             Ok(Routed::Response(id, outcome(&mut v)))
         }
-        (None, None) => Err("neither a request, a notification nor a response".into()),
+        (false, None) => Err("neither a request, a notification nor a response".into()),
     }
 }
 
@@ -290,7 +295,7 @@ impl Link {
                         }
                         Ok(Routed::Notification(_, l)) if self.bound.level.withholds(l) => {}
                         Ok(Routed::Notification(b, _)) => {
-                            if let Err(e) = ctx.notify_raw(gapless::ring::exact_bytes(b.to_vec())).await {
+                            if let Err(e) = ctx.notify_raw(b).await {
                                 return Err(lost(format!("the gateway's session cannot take it: {e}")));
                             }
                         }

@@ -195,6 +195,7 @@ impl Conn {
         if let Some(s) = session {
             r = r.header("mcp-session-id", s);
         }
+        self.send.ready().await?;
         Ok(self.send.send_request(r.body(Full::new(Bytes::from(body)))?).await?)
     }
 }
@@ -253,16 +254,22 @@ impl Session {
         let mut conn = Conn::open(addr).await?;
         let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
         let r = conn.post(None, init.into()).await?;
-        let id = r.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).ok_or("no session id")?.to_owned();
+        let id = r
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or("no session id")?
+            .to_owned();
         let _ = r.into_body().collect().await?;
-        let r = conn.post(Some(&id), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into()).await?;
+        let r =
+            conn.post(Some(&id), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into()).await?;
         let _ = r.into_body().collect().await?;
         Ok(Session { conn, id, next: 2 })
     }
 
     /// `emit_events` on the call's stream; every event's `data.seq` checked
     /// in order; with `stamp`, each one's latency (µs) into `lat`.
-    async fn emit(&mut self, count: u64, interval_ms: u64, stamp: bool, lat: &mut Vec<u64>) -> Result<u64> {
+    async fn emit(&mut self, count: u64, interval_ms: u64, stamp: bool, lat: &mut Vec<i64>) -> Result<u64> {
         let rid = self.next;
         self.next += 1;
         let body = format!(
@@ -279,12 +286,24 @@ impl Session {
                 }
                 next += 1;
                 if let Some(t) = v.pointer("/params/data/t").and_then(|t| t.as_u64()) {
-                    lat.push(now_us().saturating_sub(t));
+                    // Signed: node's clock (its time origin plus a monotonic
+                    // offset) may stand a little apart from this one; the
+                    // offset is the same on both paths and cancels in their
+                    // difference.
+                    lat.push(now_us() as i64 - t as i64);
                 }
             } else if v.get("id").is_some() {
-                if v.pointer("/result/content/0/text").and_then(|t| t.as_str()) != Some(&format!("emitted {count}")) {
+                if v.pointer("/result/content/0/text").and_then(|t| t.as_str())
+                    != Some(&format!("emitted {count}"))
+                {
                     return Err(format!("unexpected response {v}").into());
                 }
+                // The stream ends after its response: read it to its end, so
+                // that the connection carries the next request.
+                let _ = tokio::time::timeout(Duration::from_secs(5), async {
+                    while let Ok(Some(_)) = sse.next().await {}
+                })
+                .await;
                 return Ok(next - 1);
             }
         }
@@ -299,7 +318,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn pct(v: &[u64], p: f64) -> f64 {
+fn pct(v: &[i64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -345,7 +364,14 @@ async fn one_stream(o: &Opts, p: &Paths) -> Result<String> {
 
 /// `n` sessions each emitting `per` events at once at `addr`; (events/s,
 /// events, peak RSS KiB of `watch`).
-async fn many(addr: SocketAddr, n: usize, per: u64, interval_ms: u64, stamp: bool, watch: u32) -> Result<(f64, u64, u64, Vec<u64>)> {
+async fn many(
+    addr: SocketAddr,
+    n: usize,
+    per: u64,
+    interval_ms: u64,
+    stamp: bool,
+    watch: u32,
+) -> Result<(f64, u64, u64, Vec<i64>)> {
     let mut sessions = Vec::with_capacity(n);
     for _ in 0..n {
         sessions.push(Session::open(addr).await?);
@@ -405,11 +431,17 @@ async fn latency(o: &Opts, p: &Paths) -> Result<String> {
     let interval = (1000 * n as u64 / o.latency_rate).max(1);
     let (_, _, _, ld) = many(p.up.addr, n, per, interval, true, p.up.pid).await?;
     let (_, _, _, lg) = many(p.gw.addr, n, per, interval, true, p.gw.pid).await?;
-    let row = |name: &str, l: &[u64]| {
-        format!("| {name} | {} | {:.3} | {:.3} | {:.3} |\n", l.len(), pct(l, 0.5), pct(l, 0.99), pct(l, 0.999))
+    let row = |name: &str, l: &[i64]| {
+        format!(
+            "| {name} | {} | {:.3} | {:.3} | {:.3} |\n",
+            l.len(),
+            pct(l, 0.5),
+            pct(l, 0.99),
+            pct(l, 0.999)
+        )
     };
     Ok(format!(
-        "\nLatency from the upstream's send (its `Date`-based stamp) to the client's read, {n} sessions paced to {} events/s in all ({interval} ms apart each), {} s, in ms:\n\n| path | events | p50 | p99 | p99.9 |\n|---|---|---|---|---|\n{}{}| **added by the gateway** | | **{:.3}** | **{:.3}** | {:.3} |\n",
+        "\nLatency from the upstream's send (its stamp: node's `performance.timeOrigin + now()`, which may stand apart from the client's clock by a constant that cancels in the difference) to the client's read, {n} sessions paced to {} events/s in all ({interval} ms apart each), {} s, in ms:\n\n| path | events | p50 | p99 | p99.9 |\n|---|---|---|---|---|\n{}{}| **added by the gateway** | | **{:.3}** | **{:.3}** | {:.3} |\n",
         o.latency_rate,
         o.latency_secs,
         row("upstream alone", &ld),
@@ -421,7 +453,12 @@ async fn latency(o: &Opts, p: &Paths) -> Result<String> {
 }
 
 fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn main() {
@@ -432,7 +469,8 @@ fn main() {
         eprintln!("gapless-gateway-bench: deadline exceeded");
         std::process::exit(3);
     });
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let code = rt.block_on(async {
         let before = loadavg();
         let run = async {

@@ -31,7 +31,7 @@ impl Parser {
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, &'static str> {
         self.buf.extend_from_slice(chunk);
         let mut out = vec![];
-        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memchr(b'\n', &self.buf) {
             let mut line = self.buf.split_to(nl + 1);
             line.truncate(nl);
             if line.last() == Some(&b'\r') {
@@ -51,8 +51,12 @@ impl Parser {
         if line.is_empty() {
             // An id without data still moves the cursor (as the SSE spec's
             // last event id does): it comes out as an event with no data.
-            let event = (self.has_data || self.id.is_some())
-                .then(|| Event { id: self.id.take(), data: Bytes::from(std::mem::take(&mut self.data)) });
+            // The data's own allocation when it fits it exactly (one data
+            // line, the usual case): the ring counts what it holds.
+            let event = (self.has_data || self.id.is_some()).then(|| Event {
+                id: self.id.take(),
+                data: gapless::ring::exact_bytes(std::mem::take(&mut self.data)),
+            });
             self.has_data = false;
             self.data.clear();
             return event;
