@@ -29,18 +29,29 @@ impl Parser {
     /// Adds `chunk` and returns the events it completed. `Err` when a line
     /// grows past 16 MiB.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, &'static str> {
-        self.buf.extend_from_slice(chunk);
         let mut out = vec![];
-        while let Some(nl) = memchr::memchr(b'\n', &self.buf) {
-            let mut line = self.buf.split_to(nl + 1);
-            line.truncate(nl);
-            if line.last() == Some(&b'\r') {
-                line.truncate(nl - 1);
-            }
-            if let Some(e) = self.line(&line) {
+        // The complete lines are read where they stand (in the chunk, or in
+        // what was kept of the last one), and only a partial last line is
+        // kept: no buffer is split per line.
+        let pending = std::mem::take(&mut self.buf);
+        let mut joined;
+        let bytes: &[u8] = if pending.is_empty() {
+            chunk
+        } else {
+            joined = pending;
+            joined.extend_from_slice(chunk);
+            &joined
+        };
+        let mut at = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &bytes[at..]) {
+            let line = &bytes[at..at + nl];
+            at += nl + 1;
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(e) = self.line(line) {
                 out.push(e);
             }
         }
+        self.buf.extend_from_slice(&bytes[at..]);
         if self.buf.len() > MAX_LINE || self.data.len() > MAX_LINE {
             return Err("an SSE line of the upstream is over 16 MiB");
         }
