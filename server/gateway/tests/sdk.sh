@@ -92,6 +92,10 @@ clients() {
     node ts_resume.mjs --url "$gw_url" --count "$COUNT" --interval-ms 2 --target request --cuts 0.25,0.5,0.75 --timeout-ms 45000
   run "$label: Python SDK client, one cut at 1/2, request + standalone" \
     .venv/bin/python py_resume.py --url "$gw_url" --count "$COUNT" --interval-ms 2 --target both --cuts 0.5 --mode legacy --timeout 45
+  run "$label: TypeScript SDK legacy SSEClientTransport (2024-11-05): tools, a call, a cut" \
+    node ts_legacy.mjs --url "$gw_url" --timeout-ms 45000
+  run "$label: Python SDK legacy sse_client (2024-11-05): tools, a call, a cut" \
+    .venv/bin/python py_legacy.py --url "$gw_url" --timeout 45
 }
 
 upstream ts node "$here/upstreams/ts_upstream.mjs" --port 0 --event-store

@@ -15,10 +15,11 @@ use super::guard::{caller, read_body, NewSession};
 use super::sse::{Framing, SseBody};
 use crate::app::AppState;
 use crate::backend::Table as _;
+use crate::host::{InitializeError, SessionHandle};
 use crate::protocol::builtin;
 use crate::protocol::dispatch_2025::{handle_notification, start_request, Call, RequestStream};
 use crate::session::SessionState;
-use crate::vocab::config::LEGACY_VERSION;
+use crate::vocab::config::{LEGACY_VERSION, SUPPORTED_VERSIONS};
 use crate::vocab::error::ApiError;
 use crate::vocab::headers::LAST_EVENT_ID;
 use crate::vocab::jsonrpc::{self, classify, Incoming};
@@ -117,7 +118,8 @@ async fn messages_inner(
         )
     })?;
     let sess = state.sessions.live(sid, owner.as_deref()).await?;
-    let body = read_body(&state, req.into_body()).await?;
+    let (parts, body) = req.into_parts();
+    let body = read_body(&state, body).await?;
     let value: Value =
         serde_json::from_slice(&body).map_err(|e| ApiError::malformed(format!("body is not JSON: {e}")))?;
     // The parsed message is what goes on: the body's bytes are not kept for
@@ -134,7 +136,20 @@ async fn messages_inner(
     let stream = sess.session.standalone().clone();
     match msg {
         Incoming::Request { id, method, params } if method == "initialize" => {
-            let outcome = builtin::legacy_initialize(&*state.protocol.host, &sess, params);
+            let outcome = match builtin::legacy_initialize(&*state.protocol.host, &sess, params.clone()) {
+                Ok(own) => match application_initialize(&state, &sess, &params, &parts.headers).await {
+                    None => Ok(own),
+                    Some(Ok(result)) => Ok(result),
+                    Some(Err(InitializeError::Rpc(e))) => Err(e),
+                    // An HTTP answer (an upstream's 401) goes to the POST
+                    // as it is; the session was created for nothing.
+                    Some(Err(InitializeError::Http(r))) => {
+                        SessionHandle { sess: Arc::clone(&sess) }.end();
+                        return Ok(r.map(axum::body::Body::from));
+                    }
+                },
+                Err(e) => Err(e),
+            };
             sess.publish_now(&stream, Some(&jsonrpc::response(&id, outcome)))
                 .await
                 .map_err(|_| ApiError::unknown_session())?;
@@ -151,4 +166,24 @@ async fn messages_inner(
         }
     }
     Ok((StatusCode::ACCEPTED, "Accepted").into_response())
+}
+
+/// The application's own answer to a legacy session's `initialize`
+/// (`Host::initialize`, a gateway's), if it gives one; its result's
+/// `protocolVersion`, when served, becomes the session's.
+async fn application_initialize(
+    state: &AppState,
+    sess: &Arc<SessionState>,
+    params: &Value,
+    headers: &http::HeaderMap,
+) -> Option<Result<Value, InitializeError>> {
+    let handle = SessionHandle { sess: Arc::clone(sess) };
+    let answer = state.protocol.host.initialize(params, &handle, headers)?.await;
+    if let Ok(result) = &answer {
+        match result.get("protocolVersion").and_then(Value::as_str) {
+            Some(v) if v == LEGACY_VERSION || SUPPORTED_VERSIONS.contains(&v) => sess.set_protocol_version(v),
+            _ => {}
+        }
+    }
+    Some(answer)
 }
