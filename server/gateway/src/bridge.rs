@@ -14,12 +14,13 @@
 //!
 //! No message of one session can reach another's: each has its own child.
 
-use crate::pump::{end_soon, gone, lost, route, Asker, Level, Routed};
-use crate::sync::lock;
+use crate::pump::{end_soon, gone, lost, route, Asker, Level, Notes, Routed};
+use crate::sync::{lock, OnDrop};
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use gapless::wire::rpc_code::code;
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
 use gapless_server::{Host, InitializeError, RequestContext, RpcError, SessionHandle};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -55,6 +56,8 @@ struct Child {
     routes: Mutex<Routes>,
     /// The session's log level, which its log messages are held to.
     level: Level,
+    /// The client's notifications on their way to the child.
+    notes: Notes,
 }
 
 impl std::fmt::Debug for Child {
@@ -98,9 +101,15 @@ impl Child {
     /// The request a message of the child goes to: its response's id, the
     /// progress token it names, or the one request in flight.
     fn target(&self, data: &Bytes, routed: &Routed) -> Option<mpsc::Sender<Routed>> {
-        let r = lock(&self.routes);
+        let mut r = lock(&self.routes);
         match routed {
-            Routed::Response(id, _) => r.requests.get(&id.to_string()).cloned(),
+            // A response ends its request's route here, under the lock: a
+            // message after it goes where the routes are now.
+            Routed::Response(id, _) => {
+                let key = id.to_string();
+                r.progress.retain(|_, v| *v != key);
+                r.requests.remove(&key)
+            }
             Routed::Notification(..) | Routed::Request(..) => {
                 let token = progress_token(data);
                 if let Some(id) = token.and_then(|t| r.progress.get(&t)) {
@@ -194,6 +203,7 @@ impl Host for StdioHost {
                 stdin: tokio::sync::Mutex::new(stdin),
                 routes: Mutex::default(),
                 level: Level::default(),
+                notes: Notes::default(),
             });
             let id = json!("gapless-initialize");
             let mut rx = child.register(&id, None);
@@ -218,11 +228,21 @@ impl Host for StdioHost {
             // The session's end kills the child (dropping it does: kill on
             // drop), and its exit ends the session (`read`).
             tokio::spawn(async move {
+                let writer = &child;
+                let notes = child.notes.drain(|n| async move {
+                    if let Err(e) = writer.write(&n).await {
+                        tracing::warn!(error = %e, "a client notification could not be written to the upstream process");
+                    }
+                });
                 tokio::select! {
                     _ = session.closed() => {}
                     _ = process.wait() => {}
+                    _ = notes => {}
                 }
                 lock(&children).remove(&session.id());
+                // The child leads a process group of its own: the whole
+                // group goes (the server a shell or `npx` started, too).
+                kill_group(&process);
                 let _ = process.start_kill();
                 let _ = process.wait().await;
             });
@@ -257,11 +277,7 @@ impl Host for StdioHost {
         if !params.is_null() {
             n["params"] = params.clone();
         }
-        tokio::spawn(async move {
-            if let Err(e) = child.write(&n).await {
-                tracing::warn!(error = %e, "a client notification could not be written to the upstream process");
-            }
-        });
+        child.notes.push(n);
     }
 }
 
@@ -273,6 +289,7 @@ async fn call(
     params: Value,
     ctx: &RequestContext,
 ) -> Result<Value, RpcError> {
+    child.notes.flushed().await;
     let id = ctx.request_id().clone();
     let progress = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
     let mut rx = child.register(&id, progress.as_ref());
@@ -280,39 +297,63 @@ async fn call(
     if !params.is_null() {
         request["params"] = params;
     }
-    let outcome = async {
-        if child.write(&request).await.is_err() {
-            return Err(gone(ctx, "the upstream process exited").await);
-        }
-        loop {
-            let m = tokio::select! {
-                m = rx.recv() => m,
-                _ = ctx.cancelled() => {
-                    let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
-                    let _ = child.write(&n).await;
-                    return Err(RpcError::new(code::INTERNAL_ERROR, "cancelled"));
+    // However the call ends without its response (the client cancelled it
+    // and the transport dropped this future, or the session went), the
+    // child is told, and the route goes.
+    let (c, cid) = (Arc::clone(child), id.clone());
+    let abandon = OnDrop::new(move || {
+        c.unregister(&cid);
+        tokio::spawn(async move {
+            let n =
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": cid}});
+            let _ = c.write(&n).await;
+        });
+    });
+    if child.write(&request).await.is_err() {
+        return Err(gone(ctx, "the upstream process exited").await);
+    }
+    // The client's answers to the child's questions are awaited beside the
+    // pump, so that its other messages keep flowing meanwhile.
+    let mut relays = FuturesUnordered::new();
+    loop {
+        let m = tokio::select! {
+            m = rx.recv() => m,
+            Some(answer) = relays.next(), if !relays.is_empty() => {
+                let answer: Value = answer;
+                let _ = child.write(&answer).await;
+                continue;
+            }
+        };
+        match m {
+            None => return Err(gone(ctx, "the upstream process exited").await),
+            Some(Routed::Response(_, o)) => {
+                // Its route went with it (`Child::target`).
+                abandon.disarm();
+                return o;
+            }
+            Some(Routed::Notification(_, l)) if child.level.withholds(l) => {}
+            Some(Routed::Notification(b, _)) => {
+                if let Err(e) = ctx.notify_raw(b).await {
+                    return Err(lost(format!("the gateway's session cannot take it: {e}")));
                 }
-            };
-            match m {
-                None => return Err(gone(ctx, "the upstream process exited").await),
-                Some(Routed::Response(_, o)) => return o,
-                Some(Routed::Notification(_, l)) if child.level.withholds(l) => {}
-                Some(Routed::Notification(b, _)) => {
-                    if let Err(e) = ctx.notify_raw(b).await {
-                        return Err(lost(format!("the gateway's session cannot take it: {e}")));
-                    }
-                }
-                Some(Routed::Request(uid, m, p)) => {
-                    // Answered in line: the child's messages for this
-                    // request wait meanwhile (the client's answer may need
-                    // what came before it).
-                    let answer = Asker::Request(ctx).answer(uid, &m, p).await;
-                    let _ = child.write(&answer).await;
-                }
+            }
+            Some(Routed::Request(uid, m, p)) => {
+                relays.push(async move { Asker::Request(ctx).answer(uid, &m, p).await });
             }
         }
     }
-    .await;
-    child.unregister(&id);
-    outcome
+}
+
+/// Kills the process group `process` leads (`StdioCommand::spawn` makes
+/// each child a group's leader).
+fn kill_group(process: &tokio::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = process.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with a negative pid signals that process group;
+        // it reads no memory of ours. The group is the child's own
+        // (process_group(0) at spawn), so nothing else is signalled.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
 }

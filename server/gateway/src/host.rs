@@ -5,8 +5,8 @@
 //! it; its end (a `DELETE`, expiry) deletes the upstream's, and the
 //! upstream's end (`404`) ends it.
 
-use crate::pump::{end, lost, Asker, Bound, Link};
-use crate::sync::lock;
+use crate::pump::{end_soon, lost, Asker, Bound, Link};
+use crate::sync::{lock, OnDrop};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -107,6 +107,7 @@ impl Host for GatewayHost {
                     version: Some(ctx.protocol_version()),
                     forward: Default::default(),
                     level: Default::default(),
+                    notes: Default::default(),
                 };
                 let public_path = Arc::clone(&self.public_path);
                 Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound), public_path })
@@ -134,11 +135,7 @@ impl Host for GatewayHost {
         } else {
             json!({"jsonrpc": "2.0", "method": method, "params": params})
         };
-        tokio::spawn(async move {
-            if let Err(f) = link.send(n).await {
-                tracing::warn!(fault = %f, "a client notification could not be forwarded upstream");
-            }
-        });
+        link.bound.notes.push(n);
     }
 }
 
@@ -161,6 +158,20 @@ impl Opening {
     async fn open(self, body: Bytes) -> Result<Value, InitializeError> {
         let Opening { upstream, forward, metadata, public_path, links, session } = self;
         let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
+        // Until the session is held, however this ends (an error, or the
+        // client gone and this future dropped), the upstream's session is
+        // deleted and the binding forgotten.
+        let cleanup = {
+            let (upstream, forward, links, sid) =
+                (upstream.clone(), forward.clone(), Arc::clone(&links), session.id());
+            let usid = upstream_sid.clone();
+            OnDrop::new(move || {
+                lock(&links).remove(&sid);
+                if let Some(usid) = usid {
+                    tokio::spawn(async move { upstream.delete(&usid, None, &forward).await });
+                }
+            })
+        };
         let mut response = match answer {
             Answer::Json(b) => {
                 serde_json::from_slice::<Value>(&b).map_err(|e| lost(format!("its answer: {e}")))?
@@ -188,7 +199,13 @@ impl Opening {
         let result =
             response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
         let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
-        let bound = Arc::new(Bound { id: upstream_sid, version, forward, level: Default::default() });
+        let bound = Arc::new(Bound {
+            id: upstream_sid,
+            version,
+            forward,
+            level: Default::default(),
+            notes: Default::default(),
+        });
         let link = Link { upstream, bound, public_path };
         lock(&links).insert(session.id(), link.clone());
         // The upstream's standalone stream is open before the client has
@@ -203,6 +220,7 @@ impl Opening {
             None => None,
         };
         tokio::spawn(hold(link, session, links, first));
+        cleanup.disarm();
         Ok(result)
     }
 }
@@ -242,9 +260,15 @@ const OPEN_WAIT: Duration = Duration::from_secs(2);
 /// Holds the session's upstream standalone stream open while the session
 /// lives, and deletes the upstream's session when the gateway's ends.
 async fn hold(link: Link, session: SessionHandle, links: Links, first: Option<Result<Answer, Fault>>) {
+    let notes = link.bound.notes.drain(|n| async {
+        if let Err(f) = link.send(n).await {
+            tracing::warn!(fault = %f, "a client notification could not be forwarded upstream");
+        }
+    });
     tokio::select! {
         _ = session.closed() => {}
         _ = standalone(&link, &session, first) => {}
+        _ = notes => {}
     }
     lock(&links).remove(&session.id());
     if let Some(sid) = &link.bound.id {
@@ -257,7 +281,9 @@ async fn hold(link: Link, session: SessionHandle, links: Links, first: Option<Re
 /// upstream has none (`405`) or its session is gone (`404`, which ends the
 /// gateway's).
 async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Result<Answer, Fault>>) {
-    let Some(sid) = link.bound.id.clone() else { return };
+    // An upstream without sessions has no standalone stream to hold: the
+    // link lives until the gateway's session ends.
+    let Some(sid) = link.bound.id.clone() else { return std::future::pending().await };
     let version = link.bound.version.as_deref();
     let mut cursor: Option<String> = None;
     let mut wait = REOPEN;
@@ -268,7 +294,9 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
         };
         let mut events = match opened {
             Ok(Answer::Stream(ev)) => ev,
-            Ok(Answer::Status(404, _)) => return end(session, "the upstream's session is gone (404)"),
+            Ok(Answer::Status(404, _)) => {
+                return end_soon(session.clone(), "the upstream's session is gone (404)")
+            }
             Ok(Answer::Status(405, _)) => return std::future::pending().await,
             Ok(other) => {
                 tracing::debug!(?other, "the upstream's standalone stream was not opened");

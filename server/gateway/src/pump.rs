@@ -12,7 +12,7 @@
 //! with, or an upstream that cannot be reached or answers `5xx`, answers
 //! the request at once with `request_lost` (`-31002`).
 
-use crate::sync::lock;
+use crate::sync::{lock, OnDrop};
 use crate::upstream::{
     end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Events, Fault, Upstream,
 };
@@ -39,6 +39,68 @@ pub(crate) struct Bound {
     pub(crate) forward: HeaderMap,
     /// The session's log level.
     pub(crate) level: Level,
+    /// The client's notifications on their way upstream.
+    pub(crate) notes: Notes,
+}
+
+/// A session's client notifications, sent upstream one at a time in the
+/// order they came, and each before any request that came after it (an
+/// upstream may refuse a request that overtakes `notifications/initialized`).
+#[derive(Debug)]
+pub(crate) struct Notes {
+    tx: tokio::sync::mpsc::UnboundedSender<Value>,
+    rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Value>>>,
+    /// Queued so far; written by `push`.
+    queued: std::sync::atomic::AtomicU64,
+    /// Sent so far; written by the one `drain`.
+    sent: tokio::sync::watch::Sender<u64>,
+}
+
+/// Notifications a session may have queued and not sent: past it, a client
+/// that floods them loses the excess (with a warning), not the gateway its
+/// memory.
+const MAX_QUEUED_NOTES: u64 = 1024;
+
+impl Default for Notes {
+    fn default() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Notes {
+            tx,
+            rx: std::sync::Mutex::new(Some(rx)),
+            queued: Default::default(),
+            sent: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl Notes {
+    /// Queues a notification.
+    pub(crate) fn push(&self, n: Value) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.queued.load(SeqCst).saturating_sub(*self.sent.borrow()) >= MAX_QUEUED_NOTES {
+            tracing::warn!("over {MAX_QUEUED_NOTES} client notifications wait for the upstream: one dropped");
+            return;
+        }
+        self.queued.fetch_add(1, SeqCst);
+        let _ = self.tx.send(n);
+    }
+
+    /// Resolves once every notification queued before the call is sent.
+    pub(crate) async fn flushed(&self) {
+        let target = self.queued.load(std::sync::atomic::Ordering::SeqCst);
+        let mut rx = self.sent.subscribe();
+        let _ = rx.wait_for(|s| *s >= target).await;
+    }
+
+    /// Sends the notifications with `send`, in order, for as long as it is
+    /// polled (the session's life); only the first caller drains.
+    pub(crate) async fn drain<F: std::future::Future<Output = ()>>(&self, send: impl Fn(Value) -> F) {
+        let Some(mut rx) = lock(&self.rx).take() else { return std::future::pending().await };
+        while let Some(n) = rx.recv().await {
+            send(n).await;
+            self.sent.send_modify(|s| *s += 1);
+        }
+    }
 }
 
 /// One upstream session as the pump uses it.
@@ -139,6 +201,12 @@ fn outcome(v: &mut Value) -> Result<Value, RpcError> {
     })
 }
 
+/// The error of a request the client cancelled (it goes nowhere: no
+/// response follows a cancellation).
+fn cancelled() -> RpcError {
+    RpcError::new(code::INTERNAL_ERROR, "cancelled")
+}
+
 /// The explicit error of a request the upstream refused with an HTTP
 /// status `4xx` and no JSON-RPC response, so it did not run: `-31004`,
 /// with the status and the `WWW-Authenticate` (as the gateway serves it).
@@ -185,13 +253,44 @@ impl Link {
         }
     }
 
-    /// Forwards the request `method` of `ctx` and pumps its answer.
+    /// Forwards the request `method` of `ctx` and pumps its answer. However
+    /// the call ends before the upstream answered it (the client cancelled
+    /// it and the transport dropped this future, or the upstream failed),
+    /// the upstream is told it is cancelled.
     pub(crate) async fn call(
         &self,
         method: &str,
         params: Value,
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
+        self.bound.notes.flushed().await;
+        let (link, cid) = (self.clone(), ctx.request_id().clone());
+        let abandon = OnDrop::new(move || {
+            tokio::spawn(async move {
+                let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": cid}});
+                if let Err(f) = link.send(n).await {
+                    tracing::debug!(fault = %f, "cancellation not forwarded");
+                }
+            });
+        });
+        match self.exchange(method, params, ctx).await {
+            Ok(answer) => {
+                abandon.disarm();
+                answer
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The upstream's answer to the request (`Ok`, itself a result or the
+    /// upstream's error), or why there is none (`Err`: the gateway's own
+    /// explicit error).
+    async fn exchange(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: &RequestContext,
+    ) -> Result<Result<Value, RpcError>, RpcError> {
         let id = ctx.request_id().clone();
         // A request without params goes without them (`"params": null` is
         // not a valid MCP request).
@@ -203,12 +302,12 @@ impl Link {
         let forward = self.forward(ctx, method);
         let posted = tokio::select! {
             a = self.upstream.post(self.session(), self.version(), &forward, body) => a,
-            _ = ctx.cancelled() => return Err(self.cancel(&id).await),
+            _ = ctx.cancelled() => return Err(cancelled()),
         };
         match posted {
             Err(f) => Err(lost(f)),
             Ok((Answer::Json(b), _)) => match route(b) {
-                Ok(Routed::Response(_, o)) => o,
+                Ok(Routed::Response(_, o)) => Ok(o),
                 _ => Err(lost("the upstream's JSON answer is not this request's response")),
             },
             Ok((Answer::Stream(events), _)) => self.pump(events, &id, ctx).await,
@@ -224,7 +323,7 @@ impl Link {
                 Err(refused(status, www, &body))
             }
             Ok((Answer::Status(s, body), _)) => match route(body.clone()) {
-                Ok(Routed::Response(rid, o)) if rid == id => o,
+                Ok(Routed::Response(rid, o)) if rid == id => Ok(o),
                 _ if (400..500).contains(&s) => Err(refused(s, None, &body)),
                 _ => Err(lost(format!("the upstream answered {s}: {}", excerpt(&body)))),
             },
@@ -248,19 +347,14 @@ impl Link {
         h
     }
 
-    /// Tells the upstream the client cancelled request `id`; the error
-    /// that goes nowhere (no response follows a cancellation).
-    async fn cancel(&self, id: &Value) -> RpcError {
-        let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
-        if let Err(f) = self.send(n).await {
-            tracing::debug!(fault = %f, "cancellation not forwarded");
-        }
-        RpcError::new(code::INTERNAL_ERROR, "cancelled")
-    }
-
     /// Every message of the request's upstream stream onto its gapless
     /// stream, until its response; breaks resumed with the upstream's ids.
-    async fn pump(&self, mut events: Events, id: &Value, ctx: &RequestContext) -> Result<Value, RpcError> {
+    async fn pump(
+        &self,
+        mut events: Events,
+        id: &Value,
+        ctx: &RequestContext,
+    ) -> Result<Result<Value, RpcError>, RpcError> {
         let mut cursor: Option<String> = None;
         let mut since_resume = 0usize;
         // Set while a resume has brought nothing yet: by then it must.
@@ -276,7 +370,7 @@ impl Link {
                     )));
                 }
                 Some(()) = relays.next(), if !relays.is_empty() => continue,
-                _ = ctx.cancelled() => return Err(self.cancel(id).await),
+                _ = ctx.cancelled() => return Err(cancelled()),
             };
             let ending = match next {
                 Ok(e) => {
@@ -289,7 +383,7 @@ impl Link {
                         continue;
                     }
                     match route(e.data) {
-                        Ok(Routed::Response(rid, o)) if rid == *id => return o,
+                        Ok(Routed::Response(rid, o)) if rid == *id => return Ok(o),
                         Ok(Routed::Response(rid, _)) => {
                             tracing::warn!(id = %rid, "an upstream response for another request on this stream: dropped");
                         }
@@ -431,18 +525,15 @@ fn ended(end: &End) -> String {
     }
 }
 
-/// The upstream's session is gone (`404`): the request's explicit error
-/// goes on its stream first, then the gateway's session ends (the client's
-/// next request is `404`, and it initializes anew). The error returned is
-/// the same, for a transport that can still send it.
+/// The upstream's session (or process) is gone: the request's explicit
+/// error, which the transport publishes as its response, and the gateway's
+/// session ends [`GONE_GRACE`] later (the client's next request is `404`,
+/// and it initializes anew).
 pub(crate) async fn gone(ctx: &RequestContext, why: &'static str) -> RpcError {
-    let e = lost(why);
-    let response = json!({"jsonrpc": "2.0", "id": ctx.request_id(), "error": e.to_json()});
-    let _ = ctx.notify_raw(Bytes::from(response.to_string())).await;
     if let Some(s) = ctx.session() {
         end_soon(s, why);
     }
-    e
+    lost(why)
 }
 
 /// Ends `session` after [`GONE_GRACE`]: an ended session's streams end at

@@ -208,8 +208,11 @@ async fn a_restarted_upstream_ends_the_session_with_404() {
     // 404 at once; else it is answered with the explicit error.
     let r = g.call_tool(&sid, 4, "emit_events", emit(3, 0)).await;
     if r.status() != 404 {
-        let (_, done, _) = drain(&mut SseReader::new(r), None).await;
+        let mut sse = SseReader::new(r);
+        let (_, done, _) = drain(&mut sse, None).await;
         assert_eq!(done.expect("an answer")["error"]["code"], -31002);
+        let (_, again, _) = drain(&mut sse, None).await;
+        assert_eq!(again, None, "one response per request");
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -508,10 +511,12 @@ async fn an_https_upstream_is_verified_against_the_given_ca() {
     assert!(m.contains("certificate"), "{m}");
 }
 
-/// `logging/setLevel` and `ping` reach the upstream, which filters its own
-/// log messages: after `error`, the tool's `info` messages no longer come.
+/// `logging/setLevel` and `ping` are answered by the upstream, and the
+/// gateway holds the upstream's log messages to the level set even though
+/// this upstream does not filter the ones it sends raw: after `error`, the
+/// tool's `info` messages no longer come.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_log_level_reaches_the_upstream() {
+async fn the_log_level_holds_the_upstreams_log_messages() {
     let up = Node::start(0);
     let g = gateway(&up.url(), ServerConfig::default()).await;
     let sid = g.initialize().await;
@@ -530,4 +535,65 @@ async fn the_log_level_reaches_the_upstream() {
         drain(&mut SseReader::new(g.call_tool(&sid, 3, "emit_events", emit(5, 0)).await), None).await;
     assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 5");
     assert!(seqs.is_empty(), "info messages after setLevel error: {seqs:?}");
+}
+
+/// An upstream without sessions (the TypeScript SDK's stateless mode: no
+/// session id, no standalone stream): the gateway's session keeps working
+/// for call after call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_without_sessions_serves_every_call() {
+    let up = Node::with(0, &["--stateless"]);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    for id in 2..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (seqs, done, _) =
+            drain(&mut SseReader::new(g.call_tool(&sid, id, "emit_events", emit(3, 0)).await), None).await;
+        assert_eq!(seqs, vec![1, 2, 3]);
+        assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 3", "call {id}");
+    }
+}
+
+/// A client's `notifications/cancelled` reaches the upstream, whose tool
+/// stops: its standalone events stop coming soon after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_reaches_the_upstream() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let mut standalone = SseReader::new(g.get(Some(&sid), None).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let args = json!({"count": 3000, "interval_ms": 2, "target": "standalone"});
+    let call = tokio::spawn({
+        let (url, sid) = (g.url.clone(), sid.clone());
+        async move {
+            let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"emit_events","arguments":args}});
+            let c = reqwest::Client::new();
+            c.post(url)
+                .header("content-type", "application/json")
+                .header("accept", common::ACCEPT_BOTH)
+                .header("mcp-session-id", sid)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    });
+    let (seen, _, _) = drain(&mut standalone, Some(20)).await;
+    assert_eq!(seen.len(), 20);
+    let r = g
+        .post(
+            Some(&sid),
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}),
+        )
+        .await;
+    assert_eq!(r.status(), 202);
+    // What was in flight still comes; then nothing more.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut after = 0;
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(700), standalone.next()).await {
+        after += e.emit_seq().is_some() as usize;
+    }
+    assert!(after < 100, "{after} events after the cancellation: the tool ran on");
+    drop(call);
 }

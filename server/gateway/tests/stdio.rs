@@ -76,10 +76,12 @@ async fn each_session_has_its_child_and_its_events_only() {
     }
 }
 
-/// Notifications a stdio server sends outside any request go on the
-/// session's standalone stream.
+/// The bridge's routing of a stdio server's one stream (SPEC §10.4): with
+/// one request in flight, its notifications are that request's, and none
+/// reaches the standalone stream; with two in flight, a notification that
+/// names neither goes to the standalone stream. Each arrives once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn standalone_notifications_reach_the_standalone_stream() {
+async fn a_stdio_servers_notifications_are_routed_by_what_is_in_flight() {
     let dir = tempdir();
     let g = bridge(&dir).await;
     let sid = g.initialize().await;
@@ -87,18 +89,29 @@ async fn standalone_notifications_reach_the_standalone_stream() {
     let r = g.call_tool(&sid, 2, "emit_events", emit(5, 2, "standalone")).await;
     let (on_request, done, _) = drain(&mut SseReader::new(r), None).await;
     assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 5");
-    // The one request in flight takes what a stdio server sends meanwhile:
-    // a stdio server has one stream, so the bridge cannot tell these apart
-    // from the call's own (SPEC §10.5). Whatever did not go there went to
-    // the standalone stream; together: each once.
-    let (mut seqs, _, _) = if on_request.len() < 5 {
-        drain(&mut standalone, Some(5 - on_request.len())).await
-    } else {
-        Default::default()
-    };
-    seqs.extend(on_request);
-    seqs.sort();
-    assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+    assert_eq!(on_request, vec![1, 2, 3, 4, 5], "the one request in flight takes them");
+    // (Its priming event, which carries no message, aside.)
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(300), standalone.next()).await {
+        assert!(e.json().is_none(), "nothing on the standalone stream: {}", e.data);
+    }
+
+    let (a, b) = tokio::join!(
+        g.call_tool(&sid, 3, "emit_events", emit(20, 5, "request")),
+        g.call_tool(&sid, 4, "emit_events", emit(20, 5, "request"))
+    );
+    let ((mut sa, da, _), (sb, db, _)) =
+        tokio::join!(async { drain(&mut SseReader::new(a), None).await }, async {
+            drain(&mut SseReader::new(b), None).await
+        });
+    assert_eq!((da.unwrap()["id"].clone(), db.unwrap()["id"].clone()), (json!(3), json!(4)));
+    let expected = 40 - sa.len() - sb.len();
+    assert!(expected > 0, "with two in flight, some went to the standalone stream");
+    let (on_standalone, _, _) = drain(&mut standalone, Some(expected)).await;
+    sa.extend(sb);
+    sa.extend(on_standalone);
+    sa.sort();
+    let twice: Vec<u64> = (1..=20).flat_map(|i| [i, i]).collect();
+    assert_eq!(sa, twice, "each of both calls' events once, across the streams");
 }
 
 /// The child killed mid-call: the call gets -31002 at once, and the session

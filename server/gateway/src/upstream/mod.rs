@@ -144,8 +144,12 @@ impl Upstream {
     ) -> Result<Answer, Fault> {
         let mut h = Self::headers(forward, Some(session), version);
         h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(c) = cursor.and_then(|c| HeaderValue::from_str(c).ok()) {
-            h.insert("last-event-id", c);
+        if let Some(c) = cursor {
+            // A cursor left out would open the standalone stream instead of
+            // resuming: refused here, explicitly.
+            let v = HeaderValue::from_str(c)
+                .map_err(|_| Fault(format!("its event id {c:?} cannot be sent back")))?;
+            h.insert("last-event-id", v);
         }
         let r = self.client.get(self.url.clone()).headers(h).send().await;
         read(r).await.map(|(a, _)| a)

@@ -30,28 +30,38 @@ impl Parser {
     /// grows past 16 MiB.
     pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, &'static str> {
         let mut out = vec![];
-        // The complete lines are read where they stand (in the chunk, or in
-        // what was kept of the last one), and only a partial last line is
-        // kept: no buffer is split per line.
-        let pending = std::mem::take(&mut self.buf);
-        let mut joined;
-        let bytes: &[u8] = if pending.is_empty() {
-            chunk
+        // What is kept is one partial line (it holds no newline), so only
+        // the new chunk is ever searched, and complete lines are read where
+        // they stand: nothing is copied or scanned twice.
+        let from = if self.buf.is_empty() {
+            0
         } else {
-            joined = pending;
-            joined.extend_from_slice(chunk);
-            &joined
+            match memchr::memchr(b'\n', chunk) {
+                None => {
+                    self.buf.extend_from_slice(chunk);
+                    chunk.len()
+                }
+                Some(i) => {
+                    self.buf.extend_from_slice(&chunk[..i]);
+                    let line = std::mem::take(&mut self.buf);
+                    if let Some(e) = self.line(line.strip_suffix(b"\r").unwrap_or(&line)) {
+                        out.push(e);
+                    }
+                    i + 1
+                }
+            }
         };
-        let mut at = 0;
-        while let Some(nl) = memchr::memchr(b'\n', &bytes[at..]) {
-            let line = &bytes[at..at + nl];
+        let mut at = from;
+        while let Some(nl) = memchr::memchr(b'\n', &chunk[at..]) {
+            let line = &chunk[at..at + nl];
             at += nl + 1;
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if let Some(e) = self.line(line) {
+            if let Some(e) = self.line(line.strip_suffix(b"\r").unwrap_or(line)) {
                 out.push(e);
             }
         }
-        self.buf.extend_from_slice(&bytes[at..]);
+        if at < chunk.len() {
+            self.buf.extend_from_slice(&chunk[at..]);
+        }
         if self.buf.len() > MAX_LINE || self.data.len() > MAX_LINE {
             return Err("an SSE line of the upstream is over 16 MiB");
         }
@@ -117,6 +127,22 @@ mod tests {
                 Event { id: None, data: Bytes::from_static(b"no id") },
             ]
         );
+    }
+
+    #[test]
+    fn a_line_in_many_chunks_and_a_crlf_split_between_two() {
+        let mut p = Parser::default();
+        let long = format!("data: {}", "x".repeat(100_000));
+        let mut all = vec![];
+        for b in long.as_bytes().chunks(7) {
+            all.extend(p.push(b).unwrap());
+        }
+        all.extend(p.push(b"\r").unwrap());
+        all.extend(p.push(b"\n\r").unwrap());
+        all.extend(p.push(b"\ndata: y\n\n").unwrap());
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].data.len(), 100_000);
+        assert_eq!(all[1].data, Bytes::from_static(b"y"));
     }
 
     #[test]

@@ -33,14 +33,19 @@ impl StdioCommand {
     /// child (killed when dropped). Its stderr goes to the log, a line an
     /// event, tagged with `tag`.
     pub(crate) fn spawn(&self, tag: String) -> std::io::Result<(Child, ChildStdin, Lines)> {
-        let mut child = Command::new("sh")
+        let mut command = Command::new("sh");
+        command
             .arg("-c")
             .arg(&self.command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        // A group of its own, so that ending the session ends everything it
+        // started (`sh -c "npx ..."` leaves node a grandchild).
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = command.spawn()?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         if let Some(err) = child.stderr.take() {

@@ -10,6 +10,8 @@
 //       --event-store: each session's transport gets the SDK's
 //         InMemoryEventStore (SSE event ids, Last-Event-ID replay).
 //       --json: enableJsonResponse (POSTs answer with plain JSON, no SSE).
+//       --stateless: no sessions (sessionIdGenerator undefined): a server
+//         and transport per POST, no standalone stream (GET and DELETE 405).
 //       --tls CERT KEY: https with this PEM certificate and key.
 //       --token T: an OAuth 2.1 resource server (MCP authorization): every
 //         request to /mcp without "Authorization: Bearer T" gets 401 with
@@ -47,7 +49,7 @@ function log(...args) {
 }
 
 function parseArgs(argv) {
-  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false, token: undefined, tls: undefined };
+  const opts = { port: undefined, stdio: false, eventStore: false, json: false, forget: false, token: undefined, tls: undefined, stateless: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') {
@@ -60,6 +62,8 @@ function parseArgs(argv) {
       opts.stdio = true;
     } else if (a === '--event-store') {
       opts.eventStore = true;
+    } else if (a === '--stateless') {
+      opts.stateless = true;
     } else if (a === '--tls') {
       opts.tls = { cert: fs.readFileSync(argv[++i]), key: fs.readFileSync(argv[++i]) };
     } else if (a === '--token') {
@@ -110,6 +114,11 @@ function createServer() {
       for (let seq = 1; seq <= count; seq++) {
         if (seq > 1 && interval_ms > 0) {
           await sleep(interval_ms);
+        }
+        // A cancelled call (notifications/cancelled) stops emitting.
+        if (extra.signal?.aborted) {
+          log('emit_events cancelled at', seq);
+          break;
         }
         const notification = {
           method: 'notifications/message',
@@ -180,6 +189,26 @@ async function runHttp(opts) {
     if (url.pathname !== '/mcp') {
       res.writeHead(404, { 'content-type': 'text/plain' });
       res.end('not found\n');
+      return;
+    }
+    if (opts.stateless) {
+      if (req.method !== 'POST') {
+        res.setHeader('allow', 'POST');
+        sendJsonRpcError(res, 405, -32000, 'Method not allowed: no sessions here.');
+        return;
+      }
+      let body;
+      try {
+        body = JSON.parse(await readBody(req));
+      } catch {
+        sendJsonRpcError(res, 400, -32700, 'Parse error: Invalid JSON');
+        return;
+      }
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      const server = createServer();
+      res.on('close', () => { transport.close(); server.close(); });
+      await server.connect(transport);
+      await transport.handleRequest(req, res, body);
       return;
     }
     const sessionId = req.headers['mcp-session-id'];
