@@ -350,8 +350,9 @@ fn kill_group(process: &tokio::process::Child) {
     #[cfg(unix)]
     if let Some(pid) = process.id().and_then(|p| i32::try_from(p).ok()) {
         // SAFETY: kill(2) with a negative pid signals that process group;
-        // it reads no memory of ours. The group is the child's own
-        // (process_group(0) at spawn), so nothing else is signalled.
+        // it reads no memory of ours. `id()` is `None` once tokio reaped the
+        // child, so the pid here is still that of the group the child leads
+        // (process_group(0) at spawn), and nothing else is signalled.
         unsafe {
             libc::kill(-pid, libc::SIGKILL);
         }
