@@ -332,8 +332,8 @@ impl Link {
 
     /// The headers request `method` of `ctx` goes upstream with: the
     /// client's end-to-end ones, else the session's; on a 2026-07-28
-    /// request (no session) with `Mcp-Method` and `Mcp-Name` where the
-    /// client's request had none (the transport's own `tools/list`).
+    /// request (no session) with `Mcp-Method` where the client's request
+    /// had none (the transport's own `tools/list`, which has no `Mcp-Name`).
     fn forward(&self, ctx: &RequestContext, method: &str) -> HeaderMap {
         let mut h = match ctx.headers() {
             Some(h) => end_to_end(h),
