@@ -5,13 +5,13 @@
 //! it; its end (a `DELETE`, expiry) deletes the upstream's, and the
 //! upstream's end (`404`) ends it.
 
-use crate::pump::{end_soon, lost, Asker, Bound, Link};
+use crate::pump::{end_soon, lost, route, rpc_error, Asker, Bound, Link, Routed};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use gapless_server::InitializeError;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
-use gapless_server::{InitializeError, LogLevel};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -188,13 +188,13 @@ impl Opening {
             }
             Answer::Status(s, b) => {
                 return match serde_json::from_slice::<Value>(&b).ok().and_then(|v| v.get("error").cloned()) {
-                    Some(e) => Err(upstream_error(e).into()),
+                    Some(e) => Err(rpc_error(e).into()),
                     None => Err(lost(format!("it answered initialize with {s}")).into()),
                 }
             }
         };
         if let Some(e) = response.get_mut("error") {
-            return Err(upstream_error(e.take()).into());
+            return Err(rpc_error(e.take()).into());
         }
         let result =
             response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
@@ -237,15 +237,6 @@ async fn initialize_response(mut events: crate::upstream::Events) -> Result<Valu
             Err(End::Closed) => return Err(lost("its initialize stream ended without the result")),
             Err(End::Broken(why)) => return Err(lost(format!("its initialize stream broke: {why}"))),
         }
-    }
-}
-
-/// An upstream's JSON-RPC error object as the handler's error.
-fn upstream_error(e: Value) -> RpcError {
-    RpcError {
-        code: e.get("code").and_then(Value::as_i64).unwrap_or(gapless::wire::rpc_code::code::INTERNAL_ERROR),
-        message: e.get("message").and_then(Value::as_str).unwrap_or("the upstream failed").to_owned(),
-        data: e.get("data").cloned(),
     }
 }
 
@@ -319,26 +310,25 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
             if e.data.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let Ok(v) = serde_json::from_slice::<Value>(&e.data) else { continue };
-            match (v.get("id").cloned(), v.get("method").and_then(Value::as_str).map(str::to_owned)) {
-                (None, Some(method)) => {
-                    let level = v.pointer("/params/level").and_then(Value::as_str).and_then(LogLevel::parse);
-                    if method == "notifications/message" && link.bound.level.withholds(level) {
-                        continue;
-                    }
-                    let b = e.data;
+            // Routed as a request's stream is (`pump::route`): a
+            // notification is read no further than its method and level.
+            match route(e.data) {
+                Ok(Routed::Notification(_, l)) if link.bound.level.withholds(l) => {}
+                Ok(Routed::Notification(b, _)) => {
                     if session.notify_raw(b).await.is_err() {
                         return;
                     }
                 }
-                (Some(uid), Some(method)) => {
+                Ok(Routed::Request(uid, method, params)) => {
                     let (link, session) = (link.clone(), session.clone());
-                    let params = v.get("params").cloned().unwrap_or(Value::Null);
                     tokio::spawn(
                         async move { link.relay(uid, method, params, Asker::Session(session)).await },
                     );
                 }
-                _ => {}
+                Ok(Routed::Response(id, _)) => {
+                    tracing::warn!(%id, "an upstream response on the standalone stream: dropped")
+                }
+                Err(why) => tracing::warn!(%why, "an upstream event that is not a message: dropped"),
             }
         }
         tokio::time::sleep(REOPEN).await;

@@ -193,12 +193,16 @@ fn outcome(v: &mut Value) -> Result<Value, RpcError> {
     if let Some(r) = v.get_mut("result") {
         return Ok(r.take());
     }
-    let e = v.get_mut("error").map(Value::take).unwrap_or(Value::Null);
-    Err(RpcError {
+    Err(rpc_error(v.get_mut("error").map(Value::take).unwrap_or(Value::Null)))
+}
+
+/// An upstream's JSON-RPC error object as the gateway's answer.
+pub(crate) fn rpc_error(e: Value) -> RpcError {
+    RpcError {
         code: e.get("code").and_then(Value::as_i64).unwrap_or(code::INTERNAL_ERROR),
         message: e.get("message").and_then(Value::as_str).unwrap_or("the upstream failed").to_owned(),
         data: e.get("data").cloned(),
-    })
+    }
 }
 
 /// The error of a request the client cancelled (it goes nowhere: no
