@@ -35,6 +35,8 @@ pub(crate) struct Scripts {
     pub(crate) tail: Script,
     pub(crate) attach: Script,
     pub(crate) set_version: Script,
+    pub(crate) set_value: Script,
+    pub(crate) get_value: Script,
     pub(crate) marks: Script,
     pub(crate) orphan: Script,
     pub(crate) issue_ticket: Script,
@@ -59,6 +61,8 @@ impl Scripts {
             tail: script(include_str!("lua/tail.lua")),
             attach: script(include_str!("lua/attach.lua")),
             set_version: script(include_str!("lua/set_version.lua")),
+            set_value: script(include_str!("lua/set_value.lua")),
+            get_value: script(include_str!("lua/get_value.lua")),
             marks: script(include_str!("lua/marks.lua")),
             orphan: script(include_str!("lua/orphan.lua")),
             issue_ticket: script(include_str!("lua/issue_ticket.lua")),
@@ -70,7 +74,7 @@ impl Scripts {
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 17] {
+    pub(crate) fn all(&self) -> [&Script; 19] {
         [
             &self.create,
             &self.lookup,
@@ -83,6 +87,8 @@ impl Scripts {
             &self.tail,
             &self.attach,
             &self.set_version,
+            &self.set_value,
+            &self.get_value,
             &self.marks,
             &self.orphan,
             &self.issue_ticket,

@@ -62,6 +62,30 @@ async fn sessions_are_bound_to_their_owner_and_a_new_incarnation_is_a_new_namesp
 }
 
 #[tokio::test]
+async fn a_session_keeps_its_values_until_it_goes_and_a_new_incarnation_starts_without_them() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, 64, 1 << 20).await;
+    let id = SessionId::random();
+    assert_eq!(s.set_value(&id, "up", b"x").await, Err(StoreError::UnknownSession), "no session yet");
+    assert_eq!(s.value(&id, "up").await, Err(StoreError::UnknownSession));
+    s.create(id, None).await.unwrap();
+    assert_eq!(s.value(&id, "up").await.unwrap(), None);
+    s.set_value(&id, "up", b"{\"sid\":\"a\"}").await.unwrap();
+    s.set_value(&id, "pv", b"not the version").await.unwrap();
+    assert_eq!(s.value(&id, "up").await.unwrap().as_deref(), Some(&b"{\"sid\":\"a\"}"[..]));
+    assert_eq!(s.value(&id, "pv").await.unwrap().as_deref(), Some(&b"not the version"[..]));
+    let stored = s.lookup(&id, None).await.unwrap().expect("the session");
+    assert_eq!(stored.version, "", "a value named like a meta field is not that field");
+    s.set_value(&id, "up", b"").await.unwrap();
+    assert_eq!(s.value(&id, "up").await.unwrap().as_deref(), Some(&b""[..]), "empty is a value");
+    s.create(id, None).await.unwrap();
+    assert_eq!(s.value(&id, "up").await.unwrap(), None, "a new incarnation starts without values");
+    s.set_value(&id, "up", b"y").await.unwrap();
+    assert!(s.delete(&id, None).await.unwrap());
+    assert_eq!(s.value(&id, "up").await, Err(StoreError::UnknownSession), "they go with the session");
+}
+
+#[tokio::test]
 async fn appends_are_dense_and_a_refused_batch_writes_nothing() {
     let redis = RedisServer::start(&[]);
     let s = store(&redis, 64, 100).await;

@@ -52,6 +52,29 @@ impl RedisStore {
         }
     }
 
+    /// Records `value` as the session's `name`: what an application keeps
+    /// of a session for every node (a gateway's upstream session). It goes
+    /// when the session does.
+    pub async fn set_value(&self, id: &SessionId, name: &str, value: &[u8]) -> Result<(), StoreError> {
+        let r = self.call(&self.scripts.set_value, id, &[name.as_bytes(), value]).await?;
+        match text(&r[0])?.as_str() {
+            "ok" => Ok(()),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
+    /// The session's `name` ([`RedisStore::set_value`]), `None` when it has
+    /// none.
+    pub async fn value(&self, id: &SessionId, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let r = self.call(&self.scripts.get_value, id, &[name.as_bytes()]).await?;
+        match (text(&r[0])?.as_str(), r.get(1)) {
+            ("ok", None) => Ok(None),
+            ("ok", Some(Value::BulkString(v))) => Ok(Some(v.clone())),
+            ("ok", Some(other)) => Err(StoreError::Protocol(format!("a session value: {other:?}"))),
+            _ => Err(StoreError::UnknownSession),
+        }
+    }
+
     /// Where a new follower of the session starts, if `owner` sees it.
     pub async fn attach(&self, id: &SessionId, owner: Option<&str>) -> Result<Option<Attach>, StoreError> {
         let (flag, owner) = owner_args(owner);
