@@ -171,6 +171,12 @@ pub(crate) fn build(
     ));
     let config = Arc::new(config);
     let (shutdown, changes) = (CancellationToken::new(), Announcer::new());
+    let on_attach = {
+        let host = Arc::clone(&host);
+        Box::new(move |s: &Arc<crate::session::SessionState>| {
+            host.on_attach(&crate::host::SessionHandle { sess: Arc::clone(s) })
+        })
+    };
     let sessions = Sessions::new(
         hub,
         backend,
@@ -178,6 +184,7 @@ pub(crate) fn build(
         Arc::clone(&metrics),
         shutdown.clone(),
         changes.clone(),
+        on_attach,
     );
     let protocol = Protocol {
         host,

@@ -114,7 +114,7 @@ mod telemetry;
 mod vocab;
 
 pub use host::{
-    ClientRequestError, Host, InitializeError, LogLevel, RequestContext, SendError, SessionHandle,
+    ClientRequestError, Host, InitializeError, LogLevel, RequestContext, SendError, SessionHandle, ValueError,
 };
 pub use operator::access::ObserveAccess;
 pub use serve::ServeConfig;

@@ -7,7 +7,7 @@ use super::cluster::{self, Cluster};
 use super::feed::Feed;
 use super::{Attached, Outcome, RequestAt, StoreError};
 use crate::telemetry::Metrics;
-use crate::vocab::error::{ApiError, SendError};
+use crate::vocab::error::{ApiError, SendError, ValueError};
 use crate::vocab::secret::SessionTag;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -410,6 +410,74 @@ impl SessionStore {
                 cluster::standalone(cluster, state, prime, gen, ended).await
             }
         }
+    }
+}
+
+/// An application's values of a session and its holds (`SessionHandle`'s
+/// `set_value`, `value`, `hold`, `flush`, `end`): in a cluster they are the
+/// store's, for every node; in process (`None`) the session's state keeps
+/// its values, and every hold is this process's.
+impl SessionStore {
+    /// Records `value` as the session's `name` in the store; `None` in
+    /// process.
+    pub(crate) async fn set_value(
+        &self,
+        session: &Session,
+        name: &str,
+        value: &str,
+    ) -> Option<Result<(), ValueError>> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        Some(cluster.store.set_value(&session.id(), name, value.as_bytes()).await.map_err(value_error))
+    }
+
+    /// The session's `name` in the store; `None` in process.
+    pub(crate) async fn value(
+        &self,
+        session: &Session,
+        name: &str,
+    ) -> Option<Result<Option<String>, ValueError>> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        let v = cluster.store.value(&session.id(), name).await.map_err(value_error);
+        Some(v.and_then(|v| {
+            v.map(String::from_utf8)
+                .transpose()
+                .map_err(|_| ValueError::Store(format!("the session's value {name:?} is not UTF-8")))
+        }))
+    }
+
+    /// Takes or renews, for `ttl`, the hold named `name` on the session for
+    /// this node: `true` while this node holds it. In process, always.
+    pub(crate) async fn hold(
+        &self,
+        session: &Session,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<bool, ValueError> {
+        let SessionStore::Cluster { cluster, .. } = self else { return Ok(true) };
+        let lease = format!("app:{name}");
+        cluster.store.take_lease(&session.id(), &lease, &cluster.node, ttl).await.map_err(value_error)
+    }
+
+    /// Waits until every event published on the session before the call
+    /// is in the store (at once in process).
+    pub(crate) async fn flush(&self) {
+        if let SessionStore::Cluster { appender, .. } = self {
+            appender.barrier().await;
+        }
+    }
+
+    /// Deletes the session from the store, for every node (nothing to do in
+    /// process: the caller removes it from the hub).
+    pub(crate) async fn delete(&self, session: &Session) -> Result<(), ValueError> {
+        let SessionStore::Cluster { cluster, .. } = self else { return Ok(()) };
+        cluster.store.delete(&session.id(), session.owner()).await.map(drop).map_err(value_error)
+    }
+}
+
+fn value_error(e: StoreError) -> ValueError {
+    match e {
+        StoreError::UnknownSession => ValueError::Closed,
+        e => ValueError::Store(e.to_string()),
     }
 }
 

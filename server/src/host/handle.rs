@@ -3,8 +3,9 @@
 
 use super::LogLevel;
 use crate::session::SessionState;
-use crate::vocab::error::{ClientRequestError, SendError};
+use crate::vocab::error::{ClientRequestError, SendError, ValueError};
 use crate::vocab::jsonrpc;
+use crate::vocab::sync::lock;
 use bytes::Bytes;
 use gapless::session::Pacer;
 use gapless::Seq;
@@ -76,13 +77,71 @@ impl SessionHandle {
         self.sess.closed.is_cancelled()
     }
 
-    /// Ends the session now, as a `DELETE` would in this process: its
-    /// streams end, and the client's next request is `404` (it
-    /// initializes anew). For an application whose session depends on
-    /// something that ended (a gateway's upstream session).
+    /// Ends the session now, as a `DELETE` would: its streams end, and
+    /// the client's next request is `404` (it initializes anew), on every
+    /// node of a cluster (the store's session is deleted too). For an
+    /// application whose session depends on something that ended (a
+    /// gateway's upstream session).
     pub fn end(&self) {
         self.sess.hub.remove(&self.sess.session.id());
         self.sess.close();
+        let sess = Arc::clone(&self.sess);
+        tokio::spawn(async move {
+            if let Err(e) = sess.store.delete(&sess.session).await {
+                tracing::warn!(error = %e, "an ended session could not be deleted from the store");
+            }
+        });
+    }
+
+    /// Records `value` as the session's `name`, where every node of a
+    /// cluster reads it ([`SessionHandle::value`]): what an application
+    /// keeps of a session beyond the process that made it (a gateway's
+    /// upstream session). In a cluster it is one write to the store; it
+    /// goes when the session does.
+    pub async fn set_value(&self, name: &str, value: &str) -> Result<(), ValueError> {
+        match self.sess.store.set_value(&self.sess.session, name, value).await {
+            Some(done) => done,
+            None if self.is_closed() => Err(ValueError::Closed),
+            None => {
+                lock(&self.sess.values).insert(name.to_owned(), value.to_owned());
+                Ok(())
+            }
+        }
+    }
+
+    /// The session's `name` ([`SessionHandle::set_value`]), `None` when it
+    /// has none. In a cluster it is one read of the store, and the store
+    /// says whether the session is gone ([`ValueError::Closed`]) even on a
+    /// node that closed its own state of it (the node dropped it, or shuts
+    /// down): where an application tells a session's end from this node's.
+    /// In process the session is gone once it closed.
+    pub async fn value(&self, name: &str) -> Result<Option<String>, ValueError> {
+        match self.sess.store.value(&self.sess.session, name).await {
+            Some(v) => v,
+            None if self.is_closed() => Err(ValueError::Closed),
+            None => Ok(lock(&self.sess.values).get(name).cloned()),
+        }
+    }
+
+    /// Takes, or renews, the hold named `name` on the session for `ttl`:
+    /// `true` while this node holds it, `false` while another node of the
+    /// cluster does (it is free again once its holder has not renewed it
+    /// for `ttl`). What one node of a cluster does for a session at a time
+    /// (a gateway's reading of its upstream's standalone stream). In
+    /// process, always `true`.
+    pub async fn hold(&self, name: &str, ttl: std::time::Duration) -> Result<bool, ValueError> {
+        if self.is_closed() {
+            return Err(ValueError::Closed);
+        }
+        self.sess.store.hold(&self.sess.session, name, ttl).await
+    }
+
+    /// Waits until every event published on the session before this call
+    /// is in the cluster's store, where a node's failure cannot lose it
+    /// (at once in process): what an application waits for before it
+    /// records how far it got ([`SessionHandle::set_value`]).
+    pub async fn flush(&self) {
+        self.sess.store.flush().await
     }
 
     /// Resolves when the session ends (deleted, expired, or the server shut

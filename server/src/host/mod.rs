@@ -11,7 +11,7 @@
 mod context;
 mod handle;
 
-pub use crate::vocab::error::{ClientRequestError, SendError};
+pub use crate::vocab::error::{ClientRequestError, SendError, ValueError};
 pub use crate::vocab::log_level::LogLevel;
 pub use context::RequestContext;
 pub use handle::SessionHandle;
@@ -125,6 +125,14 @@ pub trait Host: Send + Sync + 'static {
         params: Value,
         ctx: RequestContext,
     ) -> BoxFuture<'static, Result<Value, RpcError>>;
+
+    /// Called when this node of a cluster takes up a session that another
+    /// node created (the session's first request, stream or resume here),
+    /// before that is served: where an application that keeps something
+    /// of each session on the node serving it starts it (a gateway's link
+    /// to its upstream, read from [`SessionHandle::value`]). Never called
+    /// in process, where the node that creates a session is the only one.
+    fn on_attach(&self, _session: &SessionHandle) {}
 
     /// Called for every client notification but `notifications/cancelled`
     /// (which the transport handles: it cancels the request's context),

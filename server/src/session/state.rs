@@ -73,6 +73,9 @@ pub(crate) struct SessionState {
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Which connection carries each lane now.
     lanes: Lanes,
+    /// The application's values of the session, in process (a cluster's
+    /// are the store's: `SessionHandle::set_value`).
+    pub(crate) values: Mutex<HashMap<String, String>>,
     next_request: AtomicU64,
     /// Cancelled when the session ends or the server shuts down; parent of
     /// every connection token of the session.
@@ -120,6 +123,7 @@ impl SessionState {
             pending: Mutex::new(HashMap::new()),
             inflight: Mutex::new(HashMap::new()),
             lanes: Lanes::default(),
+            values: Mutex::default(),
             next_request: AtomicU64::new(1),
             closed: shared.shutdown.child_token(),
         }

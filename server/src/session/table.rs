@@ -19,6 +19,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
+/// What the application is told when this node takes up a session another
+/// node created (`Host::on_attach`).
+pub(crate) type OnAttach = Box<dyn Fn(&Arc<SessionState>) + Send + Sync>;
+
 /// This node's sessions.
 pub(crate) struct Sessions {
     /// What every session's state shares: the hub, the limits, the
@@ -27,6 +31,7 @@ pub(crate) struct Sessions {
     /// Where sessions live.
     pub(crate) backend: Backend,
     states: Mutex<HashMap<SessionId, Arc<SessionState>>>,
+    on_attach: OnAttach,
     /// This table, for the callbacks it hands the backend.
     me: Weak<Sessions>,
 }
@@ -48,11 +53,13 @@ impl Sessions {
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
         changes: Announcer,
+        on_attach: OnAttach,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Sessions {
             shared: Shared { hub, config, metrics, shutdown, changes },
             backend,
             states: Mutex::default(),
+            on_attach,
             me: me.clone(),
         })
     }
@@ -239,6 +246,7 @@ impl Table for Sessions {
     fn adopt(&self, session: Arc<Session>, version: String, store: SessionStore) -> Arc<SessionState> {
         let state = Arc::new(SessionState::new(&self.shared, session, version, None, store));
         self.insert(Arc::clone(&state));
+        (self.on_attach)(&state);
         state
     }
 

@@ -216,6 +216,28 @@ impl fmt::Display for SendError {
 
 impl std::error::Error for SendError {}
 
+/// Why a session's value ([`crate::SessionHandle::set_value`]) or hold
+/// ([`crate::SessionHandle::hold`]) could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// The session is gone.
+    Closed,
+    /// The cluster's store could not be reached, or refused.
+    Store(String),
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueError::Closed => f.write_str("session closed"),
+            ValueError::Store(e) => write!(f, "the session store: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ValueError {}
+
 impl From<SessionPublishError> for SendError {
     fn from(e: SessionPublishError) -> Self {
         match e {
