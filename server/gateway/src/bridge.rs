@@ -14,14 +14,15 @@
 //!
 //! No message of one session can reach another's: each has its own child.
 
-use crate::pump::{end_soon, gone, lost, route, Asker, Level, Notes, Routed};
+use crate::pump::{end, end_soon, gone, lost, renew, route, Asker, Level, Notes, Routed};
+use crate::pump::{HOLD_RETRY, HOLD_TTL};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
-use gapless_server::{Host, InitializeError, RequestContext, RpcError, SessionHandle};
+use gapless_server::{Host, InitializeError, RequestContext, RpcError, SessionHandle, ValueError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,8 @@ use tokio::sync::mpsc;
 
 /// How long a child may take to answer `initialize`.
 const INITIALIZE_WAIT: Duration = Duration::from_secs(30);
+/// The hold of the node that runs the session's child.
+const CHILD: &str = "gateway.child";
 /// Messages waiting for a request's pump before the child's reader waits.
 const QUEUE: usize = 256;
 
@@ -224,6 +227,11 @@ impl Host for StdioHost {
                 Ok(None) => return Err(lost("the upstream process exited before it answered initialize")),
                 Err(_) => return Err(lost("the upstream process did not answer initialize in 30 s")),
             };
+            // In a cluster, this node holds the session while the child
+            // lives here, and a node that takes the hold over ends it.
+            if !matches!(session.hold(CHILD, HOLD_TTL).await, Ok(true)) {
+                return Err(lost("the session's hold could not be taken"));
+            }
             lock(&children).insert(session.id(), Arc::clone(&child));
             // The session's end kills the child (dropping it does: kill on
             // drop), and its exit ends the session (`read`).
@@ -238,6 +246,9 @@ impl Host for StdioHost {
                     _ = session.closed() => {}
                     _ = process.wait() => {}
                     _ = notes => {}
+                    _ = renew(&session, CHILD) => {
+                        tracing::warn!(session = %session.id(), "this node lost the session's hold: its upstream process ends");
+                    }
                 }
                 lock(&children).remove(&session.id());
                 // The child leads a process group of its own: the whole
@@ -269,6 +280,28 @@ impl Host for StdioHost {
             }
             call(&child, &method, params, &ctx).await
         })
+    }
+
+    /// Another node of the cluster runs the session's child: this node
+    /// serves none of its requests (they are answered `-31002`), and ends
+    /// the session once it takes the session's hold over (that node
+    /// stopped).
+    fn on_attach(&self, session: &SessionHandle) {
+        let session = session.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(HOLD_RETRY) => {}
+                    _ = session.closed() => return,
+                }
+                match session.hold(CHILD, HOLD_TTL).await {
+                    Ok(true) => return end(&session, "the node running its upstream process stopped"),
+                    Ok(false) => {}
+                    Err(ValueError::Closed) => return,
+                    Err(e) => tracing::warn!(error = %e, "the session's hold could not be read"),
+                }
+            }
+        });
     }
 
     fn on_notification(&self, method: &str, params: &Value, session: &SessionHandle) {

@@ -1,31 +1,59 @@
 //! [`GatewayHost`]: gapless-server's `Host` whose application is an
 //! upstream MCP server. A gateway session is created by the client's
 //! `initialize`, forwarded upstream (`Host::initialize`), and bound to the
-//! upstream's session; the upstream's standalone stream is held open for
-//! it; its end (a `DELETE`, expiry) deletes the upstream's, and the
-//! upstream's end (`404`) ends it.
+//! upstream's session; the binding is the session's value
+//! ([`SessionHandle::set_value`]), so that in a cluster every node serves
+//! the session's requests. One node at a time (the holder of the session's
+//! `upstream` hold) reads the upstream's standalone stream onto the
+//! session's, recording how far it got; when that node dies, another node
+//! serving the session takes the hold over and resumes the upstream's
+//! stream from there (`docs/SPEC.md` §10.6). The session's end (a
+//! `DELETE`, expiry) deletes the upstream's, and the upstream's end (`404`)
+//! ends it.
 
-use crate::pump::{end_soon, lost, route, rpc_error, Asker, Bound, Link, Routed};
+use crate::pump::{end_soon, lost, renew, route, rpc_error, Asker, Bound, Link, Notes, Routed};
+use crate::pump::{HOLD_RETRY, HOLD_TTL};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use gapless_server::InitializeError;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
+use gapless_server::{InitializeError, ValueError};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The upstream's sessions, by the gateway's session id.
-type Links = Arc<Mutex<HashMap<String, Link>>>;
+/// The session's value that binds it to the upstream's ([`Bound::stored`]).
+const BINDING: &str = "gateway.upstream";
+/// The session's value that says how far the upstream's standalone stream
+/// was read: the upstream's id of the last event the holder put on the
+/// session's standalone stream and saw stored.
+const CURSOR: &str = "gateway.standalone-cursor";
+/// The session's value that is its client's log level.
+const LEVEL: &str = "gateway.level";
+/// The hold of the node that reads the upstream's standalone stream.
+const HOLD: &str = "gateway.standalone";
+
+/// The sessions this node serves, by the gateway's session id.
+type Lanes = Arc<Mutex<HashMap<String, Arc<Lane>>>>;
+
+/// A session on this node: the client's notifications on their way
+/// upstream, and the link to the upstream's session once this node has it
+/// (made by `initialize` on the node that created the session, read from
+/// the session's [`BINDING`] on another).
+#[derive(Debug, Default)]
+struct Lane {
+    notes: Arc<Notes>,
+    link: tokio::sync::OnceCell<Link>,
+}
 
 /// gapless-server's application that is an upstream MCP server.
 #[derive(Debug)]
 pub struct GatewayHost {
     upstream: Upstream,
-    links: Links,
+    lanes: Lanes,
     /// The gateway's endpoint path, as clients reach it.
     public_path: Arc<str>,
 }
@@ -33,7 +61,7 @@ pub struct GatewayHost {
 impl GatewayHost {
     /// A gateway to `upstream`, its endpoint at `/mcp`.
     pub fn new(upstream: Upstream) -> GatewayHost {
-        GatewayHost { upstream, links: Arc::default(), public_path: Arc::from("/mcp") }
+        GatewayHost { upstream, lanes: Arc::default(), public_path: Arc::from("/mcp") }
     }
 
     /// The gateway's endpoint is at `path` (where the router is mounted):
@@ -45,9 +73,30 @@ impl GatewayHost {
         self
     }
 
-    fn link(&self, session: &SessionHandle) -> Option<Link> {
-        lock(&self.links).get(&session.id()).cloned()
+    /// This node's lane of `session`, made if it has none.
+    fn lane(&self, session: &SessionHandle) -> Arc<Lane> {
+        Arc::clone(lock(&self.lanes).entry(session.id()).or_default())
     }
+}
+
+/// The link of a session another node bound (its [`BINDING`]), with the
+/// client's log level as it was recorded.
+async fn load(
+    upstream: Upstream,
+    public_path: Arc<str>,
+    notes: Arc<Notes>,
+    session: &SessionHandle,
+) -> Result<Link, RpcError> {
+    let stored = match session.value(BINDING).await {
+        Ok(Some(v)) => v,
+        Ok(None) => return Err(lost("this gateway session has no upstream session")),
+        Err(e) => return Err(lost(format!("its binding could not be read: {e}"))),
+    };
+    let bound = Bound::parse(&stored).map_err(|e| lost(format!("its binding does not parse: {e}")))?;
+    if let Ok(Some(level)) = session.value(LEVEL).await {
+        bound.level.set(&json!({ "level": level }));
+    }
+    Ok(Link { upstream, bound: Arc::new(bound), notes, public_path })
 }
 
 impl Host for GatewayHost {
@@ -83,7 +132,7 @@ impl Host for GatewayHost {
             forward: end_to_end(headers),
             metadata: metadata_url(headers, &self.public_path),
             public_path: Arc::clone(&self.public_path),
-            links: Arc::clone(&self.links),
+            lanes: Arc::clone(&self.lanes),
             session: session.clone(),
         };
         let body = Bytes::from(
@@ -98,44 +147,100 @@ impl Host for GatewayHost {
         params: Value,
         ctx: RequestContext,
     ) -> BoxFuture<'static, Result<Value, RpcError>> {
-        let link = match ctx.session() {
-            Some(s) => self.link(&s),
-            // A 2026-07-28 request: no session on either side.
-            None => {
-                let bound = Bound {
-                    id: None,
-                    version: Some(ctx.protocol_version()),
-                    forward: Default::default(),
-                    level: Default::default(),
-                    notes: Default::default(),
-                };
-                let public_path = Arc::clone(&self.public_path);
-                Some(Link { upstream: self.upstream.clone(), bound: Arc::new(bound), public_path })
+        let session = ctx.session();
+        // A 2026-07-28 request: no session on either side.
+        let sessionless = session.is_none().then(|| {
+            let bound = Bound {
+                id: None,
+                version: Some(ctx.protocol_version()),
+                forward: Default::default(),
+                level: Default::default(),
+            };
+            let public_path = Arc::clone(&self.public_path);
+            Link {
+                upstream: self.upstream.clone(),
+                bound: Arc::new(bound),
+                notes: Default::default(),
+                public_path,
             }
-        };
+        });
+        let (lane, upstream, public_path) =
+            (session.as_ref().map(|s| self.lane(s)), self.upstream.clone(), Arc::clone(&self.public_path));
         Box::pin(async move {
-            match link {
-                Some(link) if method == "logging/setLevel" => {
-                    let outcome = link.call(&method, params.clone(), &ctx).await;
-                    if outcome.is_ok() {
-                        link.bound.level.set(&params);
-                    }
-                    outcome
+            let link = match (sessionless, lane, &session) {
+                (Some(link), _, _) => link,
+                (None, Some(lane), Some(s)) => {
+                    let load = || load(upstream, public_path, Arc::clone(&lane.notes), s);
+                    lane.link.get_or_try_init(load).await?.clone()
                 }
-                Some(link) => link.call(&method, params, &ctx).await,
-                None => Err(lost("this gateway session has no upstream session")),
+                _ => return Err(lost("this gateway session has no upstream session")),
+            };
+            if method != "logging/setLevel" {
+                return link.call(&method, params, &ctx).await;
             }
+            let outcome = link.call(&method, params.clone(), &ctx).await;
+            if outcome.is_ok() {
+                link.bound.level.set(&params);
+                // Where a node that takes the session up starts from.
+                if let (Some(s), Some(l)) = (&session, params.get("level").and_then(Value::as_str)) {
+                    if let Err(e) = s.set_value(LEVEL, l).await {
+                        tracing::warn!(error = %e, "the session's log level was not recorded");
+                    }
+                }
+            }
+            outcome
         })
     }
 
+    /// Queued on this node's lane at once, so that it goes upstream before
+    /// any request the client sent after it, whether or not this node has
+    /// the session's link yet.
     fn on_notification(&self, method: &str, params: &Value, session: &SessionHandle) {
-        let Some(link) = self.link(session) else { return };
         let n = if params.is_null() {
             json!({"jsonrpc": "2.0", "method": method})
         } else {
             json!({"jsonrpc": "2.0", "method": method, "params": params})
         };
-        link.bound.notes.push(n);
+        self.lane(session).notes.push(n);
+    }
+
+    /// Another node created the session: this node reads its binding,
+    /// sends the client's notifications that reach it, and stands by to
+    /// take the upstream's standalone stream over.
+    fn on_attach(&self, session: &SessionHandle) {
+        tracing::debug!(session = %session.id(), "a session made on another node is served here too");
+        let lane = self.lane(session);
+        let (upstream, public_path, lanes) =
+            (self.upstream.clone(), Arc::clone(&self.public_path), Arc::clone(&self.lanes));
+        let session = session.clone();
+        tokio::spawn(async move {
+            let mut wait = REOPEN;
+            let link = loop {
+                let load =
+                    || load(upstream.clone(), Arc::clone(&public_path), Arc::clone(&lane.notes), &session);
+                let read = tokio::select! {
+                    r = lane.link.get_or_try_init(load) => r.cloned(),
+                    _ = session.closed() => return forget(&lanes, &session, &lane),
+                };
+                match read {
+                    Ok(link) => break link,
+                    Err(e) => {
+                        tracing::warn!(session = %session.id(), error = %e.message, "a session taken up here");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(REOPEN_MAX);
+                    }
+                }
+            };
+            serve(link, session, lanes, lane, None).await
+        });
+    }
+}
+
+/// Drops this node's lane of `session`, if it is still `lane`.
+fn forget(lanes: &Lanes, session: &SessionHandle, lane: &Arc<Lane>) {
+    let mut lanes = lock(lanes);
+    if lanes.get(&session.id()).is_some_and(|l| Arc::ptr_eq(l, lane)) {
+        lanes.remove(&session.id());
     }
 }
 
@@ -147,7 +252,7 @@ struct Opening {
     /// The gateway's metadata URL as the client sees it.
     metadata: Option<String>,
     public_path: Arc<str>,
-    links: Links,
+    lanes: Lanes,
     session: SessionHandle,
 }
 
@@ -156,17 +261,18 @@ impl Opening {
     /// and holds its standalone stream. A `401`/`403` reaches the client as
     /// it is, its `WWW-Authenticate` naming the gateway's metadata.
     async fn open(self, body: Bytes) -> Result<Value, InitializeError> {
-        let Opening { upstream, forward, metadata, public_path, links, session } = self;
+        let Opening { upstream, forward, metadata, public_path, lanes, session } = self;
+        let lane = Arc::clone(lock(&lanes).entry(session.id()).or_default());
         let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
-        // Until the session is held, however this ends (an error, or the
+        // Until the session is served, however this ends (an error, or the
         // client gone and this future dropped), the upstream's session is
-        // deleted and the binding forgotten.
+        // deleted and the lane forgotten.
         let cleanup = {
-            let (upstream, forward, links, sid) =
-                (upstream.clone(), forward.clone(), Arc::clone(&links), session.id());
+            let (upstream, forward, lanes, session, lane) =
+                (upstream.clone(), forward.clone(), Arc::clone(&lanes), session.clone(), Arc::clone(&lane));
             let usid = upstream_sid.clone();
             OnDrop::new(move || {
-                lock(&links).remove(&sid);
+                forget(&lanes, &session, &lane);
                 if let Some(usid) = usid {
                     tokio::spawn(async move { upstream.delete(&usid, None, &forward).await });
                 }
@@ -199,15 +305,13 @@ impl Opening {
         let result =
             response.get_mut("result").map(Value::take).ok_or_else(|| lost("no initialize result"))?;
         let version = result.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
-        let bound = Arc::new(Bound {
-            id: upstream_sid,
-            version,
-            forward,
-            level: Default::default(),
-            notes: Default::default(),
-        });
-        let link = Link { upstream, bound, public_path };
-        lock(&links).insert(session.id(), link.clone());
+        let bound = Bound { id: upstream_sid, version, forward, level: Default::default() };
+        // Every node reads the binding before the client has the session.
+        session.set_value(BINDING, &bound.stored()).await.map_err(|e| lost(format!("the binding: {e}")))?;
+        let link = Link { upstream, bound: Arc::new(bound), notes: Arc::clone(&lane.notes), public_path };
+        if lane.link.set(link.clone()).is_err() {
+            return Err(lost("the session was bound twice").into());
+        }
         // The upstream's standalone stream is open before the client has
         // its session, so that nothing the upstream sends there from then
         // on misses it (an upstream drops standalone messages while no GET
@@ -219,7 +323,7 @@ impl Opening {
             }
             None => None,
         };
-        tokio::spawn(hold(link, session, links, first));
+        tokio::spawn(serve(link, session, lanes, lane, first));
         cleanup.disarm();
         Ok(result)
     }
@@ -248,35 +352,83 @@ const REOPEN_MAX: Duration = Duration::from_secs(1);
 /// open before it answers anyway.
 const OPEN_WAIT: Duration = Duration::from_secs(2);
 
-/// Holds the session's upstream standalone stream open while the session
-/// lives, and deletes the upstream's session when the gateway's ends.
-async fn hold(link: Link, session: SessionHandle, links: Links, first: Option<Result<Answer, Fault>>) {
-    let notes = link.bound.notes.drain(|n| async {
+/// Serves the session on this node while this node serves it: sends the
+/// client's notifications that reach this node upstream, and reads the
+/// upstream's standalone stream while this node holds the session's
+/// [`HOLD`]. When the session ends (not only this node's part in it), the
+/// upstream's session is deleted.
+async fn serve(
+    link: Link,
+    session: SessionHandle,
+    lanes: Lanes,
+    lane: Arc<Lane>,
+    first: Option<Result<Answer, Fault>>,
+) {
+    let notes = link.notes.drain(|n| async {
         if let Err(f) = link.send(n).await {
             tracing::warn!(fault = %f, "a client notification could not be forwarded upstream");
         }
     });
     tokio::select! {
         _ = session.closed() => {}
-        _ = standalone(&link, &session, first) => {}
+        _ = keep(&link, &session, first) => {}
         _ = notes => {}
     }
-    lock(&links).remove(&session.id());
-    if let Some(sid) = &link.bound.id {
+    forget(&lanes, &session, &lane);
+    // This node's state of the session closes when the session ends, and
+    // also when this node lets it go (it shuts down): the store tells.
+    if let (Some(sid), Err(ValueError::Closed)) = (&link.bound.id, session.value(BINDING).await) {
         link.upstream.delete(sid, link.bound.version.as_deref(), &link.bound.forward).await;
     }
 }
 
-/// The upstream's standalone stream onto the session's, reopened (with its
-/// cursor, where the upstream gave ids) whenever it ends; over when the
-/// upstream has none (`405`) or its session is gone (`404`, which ends the
-/// gateway's).
-async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Result<Answer, Fault>>) {
+/// Reads the upstream's standalone stream onto the session's whenever this
+/// node holds the session's [`HOLD`], from the cursor the last holder
+/// recorded; over when the upstream's session is gone (or the gateway's).
+async fn keep(link: &Link, session: &SessionHandle, mut first: Option<Result<Answer, Fault>>) {
     // An upstream without sessions has no standalone stream to hold: the
     // link lives until the gateway's session ends.
+    if link.bound.id.is_none() {
+        return std::future::pending().await;
+    }
+    loop {
+        match session.hold(HOLD, HOLD_TTL).await {
+            Ok(true) => {
+                let cursor = match first {
+                    Some(_) => None,
+                    None => session.value(CURSOR).await.ok().flatten(),
+                };
+                tracing::debug!(session = %session.id(), ?cursor, "this node reads the upstream's standalone stream");
+                tokio::select! {
+                    _ = standalone(link, session, first.take(), cursor) => return,
+                    _ = renew(session, HOLD) => {
+                        tracing::warn!(session = %session.id(), "this node lost the session's hold: it stops reading the upstream's standalone stream");
+                    }
+                }
+            }
+            Ok(false) => drop(first.take()),
+            Err(ValueError::Closed) => return,
+            Err(e) => tracing::warn!(error = %e, "the session's hold could not be taken"),
+        }
+        tokio::time::sleep(HOLD_RETRY).await;
+    }
+}
+
+/// The upstream's standalone stream onto the session's, from `cursor` (the
+/// upstream's id of the last event it took), reopened with its cursor
+/// (where the upstream gave ids) whenever it ends; over when the upstream
+/// has none (`405`) or its session is gone (`404`, which ends the
+/// gateway's). The cursor is recorded ([`CURSOR`]) once the events before
+/// it are stored, each time the events read so far are all handled.
+async fn standalone(
+    link: &Link,
+    session: &SessionHandle,
+    mut first: Option<Result<Answer, Fault>>,
+    mut cursor: Option<String>,
+) {
     let Some(sid) = link.bound.id.clone() else { return std::future::pending().await };
     let version = link.bound.version.as_deref();
-    let mut cursor: Option<String> = None;
+    let mut recorded = cursor.clone();
     let mut wait = REOPEN;
     loop {
         let opened = match first.take() {
@@ -303,34 +455,53 @@ async fn standalone(link: &Link, session: &SessionHandle, mut first: Option<Resu
             }
         };
         wait = REOPEN;
+        tracing::trace!(?cursor, "the upstream's standalone stream opened");
         while let Ok(e) = events.next().await {
             if let Some(i) = e.id {
                 cursor = Some(i);
             }
-            if e.data.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            // Routed as a request's stream is (`pump::route`): a
-            // notification is read no further than its method and level.
-            match route(e.data) {
-                Ok(Routed::Notification(_, l)) if link.bound.level.withholds(l) => {}
-                Ok(Routed::Notification(b, _)) => {
-                    if session.notify_raw(b).await.is_err() {
-                        return;
+            if !e.data.iter().all(u8::is_ascii_whitespace) {
+                // Routed as a request's stream is (`pump::route`): a
+                // notification is read no further than its method and
+                // level.
+                match route(e.data) {
+                    Ok(Routed::Notification(_, l)) if link.bound.level.withholds(l) => {}
+                    Ok(Routed::Notification(b, _)) => {
+                        if session.notify_raw(b).await.is_err() {
+                            return;
+                        }
                     }
+                    Ok(Routed::Request(uid, method, params)) => {
+                        let (link, session) = (link.clone(), session.clone());
+                        tokio::spawn(async move {
+                            link.relay(uid, method, params, Asker::Session(session)).await
+                        });
+                    }
+                    Ok(Routed::Response(id, _)) => {
+                        tracing::warn!(%id, "an upstream response on the standalone stream: dropped")
+                    }
+                    Err(why) => tracing::warn!(%why, "an upstream event that is not a message: dropped"),
                 }
-                Ok(Routed::Request(uid, method, params)) => {
-                    let (link, session) = (link.clone(), session.clone());
-                    tokio::spawn(
-                        async move { link.relay(uid, method, params, Asker::Session(session)).await },
-                    );
+            }
+            if !events.buffered() && cursor != recorded {
+                if let Some(c) = &cursor {
+                    record(session, c).await;
+                    recorded = cursor.clone();
                 }
-                Ok(Routed::Response(id, _)) => {
-                    tracing::warn!(%id, "an upstream response on the standalone stream: dropped")
-                }
-                Err(why) => tracing::warn!(%why, "an upstream event that is not a message: dropped"),
             }
         }
         tokio::time::sleep(REOPEN).await;
+    }
+}
+
+/// Records `cursor` as how far the upstream's standalone stream was read,
+/// once every event put on the session's before it is stored: a node that
+/// takes the stream over resumes from there, so an event is never lost
+/// (one put on the session's stream after the last record may come twice).
+async fn record(session: &SessionHandle, cursor: &str) {
+    session.flush().await;
+    tracing::trace!(session = %session.id(), cursor, "the standalone stream's cursor");
+    if let Err(e) = session.set_value(CURSOR, cursor).await {
+        tracing::debug!(error = %e, "the standalone stream's cursor was not recorded");
     }
 }

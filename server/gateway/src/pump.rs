@@ -39,8 +39,42 @@ pub(crate) struct Bound {
     pub(crate) forward: HeaderMap,
     /// The session's log level.
     pub(crate) level: Level,
-    /// The client's notifications on their way upstream.
-    pub(crate) notes: Notes,
+}
+
+impl Bound {
+    /// The binding as the session's value, for the cluster's other nodes
+    /// ([`Bound::parse`]): the upstream's session id and version, and the
+    /// forwarded headers (their bytes as Latin-1 characters, so that any
+    /// value goes through JSON unchanged).
+    pub(crate) fn stored(&self) -> String {
+        let forward: Vec<(&str, String)> = self
+            .forward
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_bytes().iter().map(|&b| char::from(b)).collect()))
+            .collect();
+        json!({"id": self.id, "version": self.version, "forward": forward}).to_string()
+    }
+
+    /// A binding as [`Bound::stored`] wrote it.
+    pub(crate) fn parse(stored: &str) -> Result<Bound, String> {
+        #[derive(Deserialize)]
+        struct Stored {
+            id: Option<String>,
+            version: Option<String>,
+            forward: Vec<(String, String)>,
+        }
+        let st: Stored = serde_json::from_str(stored).map_err(|e| e.to_string())?;
+        let mut forward = HeaderMap::new();
+        for (k, v) in st.forward {
+            let bytes = v
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)).map_err(|_| format!("header {k}: not Latin-1")))
+                .collect::<Result<Vec<u8>, String>>()?;
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
+            forward.append(name, HeaderValue::from_bytes(&bytes).map_err(|e| e.to_string())?);
+        }
+        Ok(Bound { id: st.id, version: st.version, forward, level: Level::default() })
+    }
 }
 
 /// A session's client notifications, sent upstream one at a time in the
@@ -108,6 +142,8 @@ impl Notes {
 pub(crate) struct Link {
     pub(crate) upstream: Upstream,
     pub(crate) bound: Arc<Bound>,
+    /// The client's notifications on their way upstream (from this node).
+    pub(crate) notes: Arc<Notes>,
     /// The gateway's own endpoint path (its metadata's URL names it).
     pub(crate) public_path: Arc<str>,
 }
@@ -267,7 +303,7 @@ impl Link {
         params: Value,
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
-        self.bound.notes.flushed().await;
+        self.notes.flushed().await;
         let (link, cid) = (self.clone(), ctx.request_id().clone());
         let abandon = OnDrop::new(move || {
             tokio::spawn(async move {
@@ -561,9 +597,60 @@ pub(crate) fn end(session: &SessionHandle, why: &str) {
     session.end();
 }
 
+/// How long a hold of a session (`SessionHandle::hold`: the node that reads
+/// its upstream's standalone stream, or runs its upstream process) lasts
+/// unrenewed: a dead node's holds are free within it, and taken within one
+/// [`HOLD_RETRY`] more by a node that serves the session.
+pub(crate) const HOLD_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a holder renews its hold.
+const HOLD_RENEW: std::time::Duration = std::time::Duration::from_millis(1500);
+/// How often a node that serves a session and does not hold it tries to.
+pub(crate) const HOLD_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Renews this node's hold `name` of `session`; returns once it is lost
+/// (another node holds it, or it could not be renewed for [`HOLD_TTL`]).
+pub(crate) async fn renew(session: &SessionHandle, name: &str) {
+    let mut renewed = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(HOLD_RENEW).await;
+        match session.hold(name, HOLD_TTL).await {
+            Ok(true) => renewed = tokio::time::Instant::now(),
+            Ok(false) | Err(gapless_server::ValueError::Closed) => return,
+            Err(e) if renewed.elapsed() + HOLD_RENEW >= HOLD_TTL => {
+                tracing::warn!(error = %e, "a hold of the session could not be renewed");
+                return;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binding_is_stored_and_read_back_whole() {
+        let mut forward = HeaderMap::new();
+        forward.append("authorization", HeaderValue::from_static("Bearer t"));
+        forward.append("x-many", HeaderValue::from_static("1"));
+        forward.append("x-many", HeaderValue::from_static("2"));
+        forward.append("x-bytes", HeaderValue::from_bytes(b"caf\xe9 \xff").unwrap());
+        let b = Bound {
+            id: Some("u-1".into()),
+            version: Some("2025-11-25".into()),
+            forward,
+            level: Level::default(),
+        };
+        let back = Bound::parse(&b.stored()).unwrap();
+        assert_eq!((back.id.as_deref(), back.version.as_deref()), (Some("u-1"), Some("2025-11-25")));
+        assert_eq!(back.forward, b.forward);
+        let none = Bound { id: None, version: None, forward: HeaderMap::new(), level: Level::default() };
+        let back = Bound::parse(&none.stored()).unwrap();
+        assert_eq!((back.id, back.version, back.forward.len()), (None, None, 0));
+        assert!(Bound::parse("{").is_err());
+        assert!(Bound::parse(r#"{"id":null,"version":null,"forward":[["x","\u0100"]]}"#).is_err());
+    }
 
     #[test]
     fn messages_are_routed_by_their_id_and_method() {

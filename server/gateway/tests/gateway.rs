@@ -13,63 +13,9 @@ use gapless::RingConfig;
 use gapless_gateway::{bearer_identity, metadata_router, upstream::Upstream, GatewayHost};
 use gapless_server::{McpServer, ServerConfig};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::drain;
-
-/// The TypeScript upstream, killed when dropped.
-struct Node {
-    child: Child,
-    port: u16,
-}
-
-impl Node {
-    /// `ts_upstream.mjs` on `port` (0: a free one), with its event store.
-    fn start(port: u16) -> Node {
-        Node::with(port, &["--event-store"])
-    }
-
-    /// `ts_upstream.mjs` on `port` with `flags` (`--event-store`,
-    /// `--forget-events`, none: no event ids).
-    fn with(port: u16, flags: &[&str]) -> Node {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams");
-        assert!(
-            dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-            "run scripts/setup.sh: the upstream's packages are not installed in {}",
-            dir.display()
-        );
-        let mut child = Command::new("node")
-            .args(["ts_upstream.mjs", "--port", &port.to_string()])
-            .args(flags)
-            .current_dir(&dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port =
-            line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
-        Node { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
+use support::{drain, Node};
 
 /// A TCP proxy between the gateway and its upstream whose live connections
 /// the test cuts: the upstream lives on, its streams to the gateway break.

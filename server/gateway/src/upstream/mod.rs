@@ -331,6 +331,12 @@ impl Events {
         Events { body: r.bytes_stream().boxed(), parser: sse::Parser::default(), ready: VecDeque::new() }
     }
 
+    /// Whether events are parsed and waiting: `next` has them without
+    /// reading.
+    pub(crate) fn buffered(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// The next event, or how the stream ended.
     pub(crate) async fn next(&mut self) -> Result<sse::Event, End> {
         loop {

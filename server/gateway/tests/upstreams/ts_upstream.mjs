@@ -21,6 +21,15 @@
 //         when asked to replay (an evicting or restarted store): a resume is
 //         answered 200 with an empty stream, the SDK's answer to a cursor it
 //         cannot serve. Implies --event-store.
+//       --replaying-store: an event store that replays the standalone
+//         stream too. The SDK's example InMemoryEventStore cannot: its ids
+//         are "<stream>_<ms>_<random>", and it takes the stream as the text
+//         before the first "_", which for the standalone stream
+//         "_GET_stream" is "", so a standalone resume is answered with an
+//         empty stream. This store reads the stream up to the last two
+//         "_", and replays in the order the events were stored (the
+//         example sorts ids as strings, which reorders events of one
+//         millisecond). Implies --event-store.
 //   node ts_upstream.mjs --stdio
 //       The same server over stdio; logs go to stderr only.
 import { randomUUID } from 'node:crypto';
@@ -39,6 +48,27 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 class ForgetfulEventStore extends InMemoryEventStore {
   async replayEventsAfter(_lastEventId, _sender) {
     return `forgotten-${randomUUID()}`;
+  }
+}
+
+// The example store with a standalone stream that resumes (--replaying-store).
+class ReplayingEventStore extends InMemoryEventStore {
+  getStreamIdFromEventId(eventId) {
+    const last = eventId.lastIndexOf('_');
+    return eventId.slice(0, eventId.lastIndexOf('_', last - 1));
+  }
+  async replayEventsAfter(lastEventId, { send }) {
+    if (!lastEventId || !this.events.has(lastEventId)) {
+      return '';
+    }
+    const streamId = this.getStreamIdFromEventId(lastEventId);
+    let after = false;
+    for (const [eventId, { streamId: s, message }] of this.events) {
+      if (s !== streamId) continue;
+      if (after) await send(eventId, message);
+      if (eventId === lastEventId) after = true;
+    }
+    return streamId;
   }
 }
 
@@ -69,6 +99,9 @@ function parseArgs(argv) {
     } else if (a === '--token') {
       opts.token = argv[++i];
       if (!opts.token) throw new Error('--token needs a value');
+    } else if (a === '--replaying-store') {
+      opts.eventStore = true;
+      opts.replaying = true;
     } else if (a === '--forget-events') {
       opts.eventStore = true;
       opts.forget = true;
@@ -239,7 +272,7 @@ async function runHttp(opts) {
       }
       const transport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        eventStore: opts.forget ? new ForgetfulEventStore() : opts.eventStore ? new InMemoryEventStore() : undefined,
+        eventStore: opts.forget ? new ForgetfulEventStore() : opts.replaying ? new ReplayingEventStore() : opts.eventStore ? new InMemoryEventStore() : undefined,
         enableJsonResponse: opts.json,
         onsessioninitialized: id => {
           transports.set(id, transport);
