@@ -13,6 +13,7 @@ use gapless::RingConfig;
 use gapless_gateway::{bearer_identity, metadata_router, upstream::Upstream, GatewayHost};
 use gapless_server::{McpServer, ServerConfig};
 use serde_json::{json, Value};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{drain, Node};
@@ -542,4 +543,67 @@ async fn a_cancellation_reaches_the_upstream() {
     }
     assert!(after < 100, "{after} events after the cancellation: the tool ran on");
     drop(call);
+}
+
+/// `@modelcontextprotocol/server-everything` (pinned in
+/// `tests/upstreams/package.json`) as it is, in its Streamable HTTP mode
+/// (`PORT`; it listens on every interface, and the gateway reaches it on
+/// loopback): its long-running tool's progress, cut at the client and
+/// resumed at the gateway, brings every later notification once, in
+/// order, then the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_http_resumes_through_a_cut() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/upstreams");
+    let port = gapless_redis::testing::free_port();
+    // Killed when dropped, as the other upstreams are.
+    let child = Command::new("node")
+        .args(["node_modules/@modelcontextprotocol/server-everything/dist/index.js", "streamableHttp"])
+        .env("PORT", port.to_string())
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node");
+    let _up = Node { child, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server-everything did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let g = gateway(&format!("http://127.0.0.1:{port}/mcp"), ServerConfig::default()).await;
+    let sid = g.initialize().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"trigger-long-running-operation","arguments":{"duration":2,"steps":20},
+        "_meta":{"progressToken":"p-7"}}});
+    let r = g.post(Some(&sid), call).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let progress = |e: &common::SseEvent| {
+        e.json()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| m["params"]["progress"].as_u64().unwrap())
+    };
+    let (mut seen, mut cursor) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        cursor = e.id.clone().or(cursor);
+        seen.extend(progress(&e));
+        if seen.len() == 5 {
+            break;
+        }
+    }
+    drop(sse);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sse = SseReader::new(g.get(Some(&sid), cursor.as_deref()).await);
+    let mut done = None;
+    while let Some(e) = sse.next().await {
+        if let Some(p) = progress(&e) {
+            seen.push(p);
+        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+            done = Some(m);
+            break;
+        }
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>(), "every progress notification once, in order");
+    let text = done.expect("the result")["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Long running operation completed"), "{text}");
 }
