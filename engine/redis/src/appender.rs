@@ -310,6 +310,12 @@ impl Appender {
         QueueGauge(Arc::downgrade(&self.shared))
     }
 
+    /// Whether an enqueued event of some stream was refused and its
+    /// publisher not told yet (its next `enqueue` on that stream will be).
+    pub fn refused_untold(&self) -> bool {
+        lock(&self.shared.broken).values().any(|b| b.untold.is_some())
+    }
+
     /// The refusal of an enqueued event of `stream` not told to its
     /// publisher yet, if any; forgets it (the stream is over).
     pub fn forget(&self, stream: StreamId) -> Option<AppendError> {

@@ -54,8 +54,8 @@ impl Host for ValuesHost {
                     s.notify("notifications/message", json!({"level": "info", "data": "before"}))
                         .await
                         .unwrap();
-                    s.flush().await;
-                    Ok(json!({}))
+                    s.flush().await.map_err(|e| RpcError::new(-31000, e.to_string()))?;
+                    Ok(json!({"in_cluster": s.in_cluster()}))
                 }
                 _ => Err(RpcError::new(-32601, "no such method")),
             }
@@ -113,7 +113,7 @@ async fn in_process_values_live_with_the_session_and_every_hold_is_held() {
     rpc(&s, &sid, "values/set", json!({"name": "k", "value": "v1"})).await;
     assert_eq!(rpc(&s, &sid, "values/get", json!({"name": "k"})).await["result"], json!({"value": "v1"}));
     assert_eq!(rpc(&s, &sid, "values/hold", json!({"name": "h"})).await["result"], json!({"held": true}));
-    rpc(&s, &sid, "values/flush", json!({})).await;
+    assert_eq!(rpc(&s, &sid, "values/flush", json!({})).await["result"], json!({"in_cluster": false}));
     let other = s.initialize().await;
     assert_eq!(
         rpc(&s, &other, "values/get", json!({"name": "k"})).await["result"],
@@ -153,7 +153,7 @@ async fn cluster_values_are_every_nodes_and_a_hold_is_one_nodes() {
         json!({"held": true}),
         "renewed"
     );
-    rpc(&b, &sid, "values/flush", json!({})).await;
+    assert_eq!(rpc(&b, &sid, "values/flush", json!({})).await["result"], json!({"in_cluster": true}));
 
     // Deleted on b: a's handle learns it from the store.
     let handle = handles_a.lock().unwrap()[0].clone();

@@ -14,8 +14,8 @@
 //!
 //! No message of one session can reach another's: each has its own child.
 
-use crate::pump::{end, end_soon, gone, lost, renew, route, Asker, Level, Notes, Routed};
-use crate::pump::{HOLD_RETRY, HOLD_TTL};
+use crate::hold::{renew, Unheld, HOLD_RETRY, HOLD_TTL};
+use crate::pump::{end, end_soon, gone, lost, route, Asker, Level, Notes, Routed};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
 use bytes::Bytes;
@@ -229,6 +229,7 @@ impl Host for StdioHost {
             };
             // In a cluster, this node holds the session while the child
             // lives here, and a node that takes the hold over ends it.
+            let taken = tokio::time::Instant::now();
             if !matches!(session.hold(CHILD, HOLD_TTL).await, Ok(true)) {
                 return Err(lost("the session's hold could not be taken"));
             }
@@ -246,8 +247,8 @@ impl Host for StdioHost {
                     _ = session.closed() => {}
                     _ = process.wait() => {}
                     _ = notes => {}
-                    _ = renew(&session, CHILD) => {
-                        tracing::warn!(session = %session.id(), "this node lost the session's hold: its upstream process ends");
+                    _ = held(&session, taken) => {
+                        tracing::warn!(session = %session.id(), "another node took the session's hold: its upstream process ends");
                     }
                 }
                 lock(&children).remove(&session.id());
@@ -311,6 +312,27 @@ impl Host for StdioHost {
             n["params"] = params.clone();
         }
         child.notes.push(n);
+    }
+}
+
+/// Keeps this node's hold of the session while its child runs; returns
+/// once another node took it (this node was taken for dead). A hold that
+/// lapsed while the store was away is taken again, so that a store's
+/// failover alone does not end the child.
+async fn held(session: &SessionHandle, mut taken: tokio::time::Instant) {
+    loop {
+        if renew(session, CHILD, taken).await == Unheld::Lost {
+            return;
+        }
+        loop {
+            tokio::time::sleep(HOLD_RETRY).await;
+            taken = tokio::time::Instant::now();
+            match session.hold(CHILD, HOLD_TTL).await {
+                Ok(true) => break,
+                Ok(false) | Err(ValueError::Closed) => return,
+                Err(_) => {}
+            }
+        }
     }
 }
 

@@ -4,21 +4,21 @@
 //! upstream's session; the binding is the session's value
 //! ([`SessionHandle::set_value`]), so that in a cluster every node serves
 //! the session's requests. One node at a time (the holder of the session's
-//! `upstream` hold) reads the upstream's standalone stream onto the
+//! `gateway.standalone` hold) reads the upstream's standalone stream onto the
 //! session's, recording how far it got; when that node dies, another node
 //! serving the session takes the hold over and resumes the upstream's
 //! stream from there (`docs/SPEC.md` §10.6). The session's end (a
 //! `DELETE`, expiry) deletes the upstream's, and the upstream's end (`404`)
 //! ends it.
 
-use crate::pump::{end_soon, lost, renew, route, rpc_error, Asker, Bound, Link, Notes, Routed};
-use crate::pump::{HOLD_RETRY, HOLD_TTL};
+use crate::hold::{renew, HOLD_RETRY, HOLD_TTL};
+use crate::pump::{end_soon, lost, route, rpc_error, Asker, Bound, Link, Notes, Routed};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use gapless_server::{Host, RequestContext, RpcError, SessionHandle};
-use gapless_server::{InitializeError, ValueError};
+use gapless_server::{InitializeError, SendError, ValueError};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -73,9 +73,10 @@ impl GatewayHost {
         self
     }
 
-    /// This node's lane of `session`, made if it has none.
-    fn lane(&self, session: &SessionHandle) -> Arc<Lane> {
-        Arc::clone(lock(&self.lanes).entry(session.id()).or_default())
+    /// This node's lane of `session`: `None` once this node no longer
+    /// serves it (the session ended).
+    fn lane(&self, session: &SessionHandle) -> Option<Arc<Lane>> {
+        lock(&self.lanes).get(&session.id()).cloned()
     }
 }
 
@@ -164,8 +165,11 @@ impl Host for GatewayHost {
                 public_path,
             }
         });
-        let (lane, upstream, public_path) =
-            (session.as_ref().map(|s| self.lane(s)), self.upstream.clone(), Arc::clone(&self.public_path));
+        let (lane, upstream, public_path) = (
+            session.as_ref().and_then(|s| self.lane(s)),
+            self.upstream.clone(),
+            Arc::clone(&self.public_path),
+        );
         Box::pin(async move {
             let link = match (sessionless, lane, &session) {
                 (Some(link), _, _) => link,
@@ -173,7 +177,7 @@ impl Host for GatewayHost {
                     let load = || load(upstream, public_path, Arc::clone(&lane.notes), s);
                     lane.link.get_or_try_init(load).await?.clone()
                 }
-                _ => return Err(lost("this gateway session has no upstream session")),
+                _ => return Err(lost("this node no longer serves this gateway session")),
             };
             if method != "logging/setLevel" {
                 return link.call(&method, params, &ctx).await;
@@ -201,7 +205,10 @@ impl Host for GatewayHost {
         } else {
             json!({"jsonrpc": "2.0", "method": method, "params": params})
         };
-        self.lane(session).notes.push(n);
+        match self.lane(session) {
+            Some(lane) => lane.notes.push(n),
+            None => tracing::debug!(session = %session.id(), "a notification of an ended session: dropped"),
+        }
     }
 
     /// Another node created the session: this node reads its binding,
@@ -209,7 +216,9 @@ impl Host for GatewayHost {
     /// take the upstream's standalone stream over.
     fn on_attach(&self, session: &SessionHandle) {
         tracing::debug!(session = %session.id(), "a session made on another node is served here too");
-        let lane = self.lane(session);
+        // A lane of its own: a lane of this node's earlier state of the
+        // session (dropped, and attached again) goes with that state.
+        let lane = fresh(&self.lanes, session);
         let (upstream, public_path, lanes) =
             (self.upstream.clone(), Arc::clone(&self.public_path), Arc::clone(&self.lanes));
         let session = session.clone();
@@ -234,6 +243,13 @@ impl Host for GatewayHost {
             serve(link, session, lanes, lane, None).await
         });
     }
+}
+
+/// A new lane for `session` on this node, in place of any it had.
+fn fresh(lanes: &Lanes, session: &SessionHandle) -> Arc<Lane> {
+    let lane = Arc::new(Lane::default());
+    lock(lanes).insert(session.id(), Arc::clone(&lane));
+    lane
 }
 
 /// Drops this node's lane of `session`, if it is still `lane`.
@@ -262,8 +278,8 @@ impl Opening {
     /// it is, its `WWW-Authenticate` naming the gateway's metadata.
     async fn open(self, body: Bytes) -> Result<Value, InitializeError> {
         let Opening { upstream, forward, metadata, public_path, lanes, session } = self;
-        let lane = Arc::clone(lock(&lanes).entry(session.id()).or_default());
         let (answer, upstream_sid) = upstream.post(None, None, &forward, body).await.map_err(lost)?;
+        let lane = fresh(&lanes, &session);
         // Until the session is served, however this ends (an error, or the
         // client gone and this future dropped), the upstream's session is
         // deleted and the lane forgotten.
@@ -392,17 +408,27 @@ async fn keep(link: &Link, session: &SessionHandle, mut first: Option<Result<Ans
         return std::future::pending().await;
     }
     loop {
+        let taken = tokio::time::Instant::now();
         match session.hold(HOLD, HOLD_TTL).await {
             Ok(true) => {
                 let cursor = match first {
                     Some(_) => None,
-                    None => session.value(CURSOR).await.ok().flatten(),
+                    None => match session.value(CURSOR).await {
+                        Ok(c) => c,
+                        // Never from the start for want of the cursor: the
+                        // events since it would be skipped.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the standalone stream's cursor could not be read");
+                            tokio::time::sleep(HOLD_RETRY).await;
+                            continue;
+                        }
+                    },
                 };
                 tracing::debug!(session = %session.id(), ?cursor, "this node reads the upstream's standalone stream");
                 tokio::select! {
                     _ = standalone(link, session, first.take(), cursor) => return,
-                    _ = renew(session, HOLD) => {
-                        tracing::warn!(session = %session.id(), "this node lost the session's hold: it stops reading the upstream's standalone stream");
+                    why = renew(session, HOLD, taken) => {
+                        tracing::warn!(session = %session.id(), ?why, "this node stops reading the upstream's standalone stream");
                     }
                 }
             }
@@ -429,6 +455,8 @@ async fn standalone(
     let Some(sid) = link.bound.id.clone() else { return std::future::pending().await };
     let version = link.bound.version.as_deref();
     let mut recorded = cursor.clone();
+    // The upstream's id of the event last refused (read again once).
+    let mut refused: Option<String> = None;
     let mut wait = REOPEN;
     loop {
         let opened = match first.take() {
@@ -466,11 +494,25 @@ async fn standalone(
                 // level.
                 match route(e.data) {
                     Ok(Routed::Notification(_, l)) if link.bound.level.withholds(l) => {}
-                    Ok(Routed::Notification(b, _)) => {
-                        if session.notify_raw(b).await.is_err() {
-                            return;
+                    Ok(Routed::Notification(b, _)) => match session.notify_raw(b).await {
+                        Ok(_) => {}
+                        // In a cluster, the store may refuse for a while
+                        // (a failover): the stream is read again from the
+                        // last cursor recorded, where every event before is
+                        // stored. An event refused twice (larger than the
+                        // session's byte budget), or refused in process,
+                        // can never be held: it is dropped, loudly.
+                        Err(SendError::Refused(why)) if session.in_cluster() && refused != cursor => {
+                            tracing::warn!(%why, "an upstream standalone event was refused: read again");
+                            refused = cursor.clone();
+                            cursor = recorded.clone();
+                            break;
                         }
-                    }
+                        Err(SendError::Refused(why)) => {
+                            tracing::error!(%why, id = ?cursor, "an upstream standalone event the session cannot hold was dropped");
+                        }
+                        Err(_) => return,
+                    },
                     Ok(Routed::Request(uid, method, params)) => {
                         let (link, session) = (link.clone(), session.clone());
                         tokio::spawn(async move {
@@ -483,9 +525,12 @@ async fn standalone(
                     Err(why) => tracing::warn!(%why, "an upstream event that is not a message: dropped"),
                 }
             }
-            if !events.buffered() && cursor != recorded {
+            if session.in_cluster() && !events.buffered() && cursor != recorded {
                 if let Some(c) = &cursor {
-                    record(session, c).await;
+                    if !record(session, c).await {
+                        cursor = recorded.clone();
+                        break;
+                    }
                     recorded = cursor.clone();
                 }
             }
@@ -498,10 +543,16 @@ async fn standalone(
 /// once every event put on the session's before it is stored: a node that
 /// takes the stream over resumes from there, so an event is never lost
 /// (one put on the session's stream after the last record may come twice).
-async fn record(session: &SessionHandle, cursor: &str) {
-    session.flush().await;
+/// `false`: the store refused one of them, and the stream is read again
+/// from the last cursor recorded.
+async fn record(session: &SessionHandle, cursor: &str) -> bool {
+    if let Err(e) = session.flush().await {
+        tracing::warn!(error = %e, "an upstream standalone event was not stored: read again");
+        return false;
+    }
     tracing::trace!(session = %session.id(), cursor, "the standalone stream's cursor");
     if let Err(e) = session.set_value(CURSOR, cursor).await {
         tracing::debug!(error = %e, "the standalone stream's cursor was not recorded");
     }
+    true
 }

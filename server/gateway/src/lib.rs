@@ -33,6 +33,7 @@
 
 mod bridge;
 mod front;
+mod hold;
 mod host;
 mod pump;
 mod sync;

@@ -597,34 +597,6 @@ pub(crate) fn end(session: &SessionHandle, why: &str) {
     session.end();
 }
 
-/// How long a hold of a session (`SessionHandle::hold`: the node that reads
-/// its upstream's standalone stream, or runs its upstream process) lasts
-/// unrenewed: a dead node's holds are free within it, and taken within one
-/// [`HOLD_RETRY`] more by a node that serves the session.
-pub(crate) const HOLD_TTL: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often a holder renews its hold.
-const HOLD_RENEW: std::time::Duration = std::time::Duration::from_millis(1500);
-/// How often a node that serves a session and does not hold it tries to.
-pub(crate) const HOLD_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Renews this node's hold `name` of `session`; returns once it is lost
-/// (another node holds it, or it could not be renewed for [`HOLD_TTL`]).
-pub(crate) async fn renew(session: &SessionHandle, name: &str) {
-    let mut renewed = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(HOLD_RENEW).await;
-        match session.hold(name, HOLD_TTL).await {
-            Ok(true) => renewed = tokio::time::Instant::now(),
-            Ok(false) | Err(gapless_server::ValueError::Closed) => return,
-            Err(e) if renewed.elapsed() + HOLD_RENEW >= HOLD_TTL => {
-                tracing::warn!(error = %e, "a hold of the session could not be renewed");
-                return;
-            }
-            Err(_) => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

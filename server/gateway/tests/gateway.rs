@@ -607,3 +607,24 @@ async fn server_everything_over_http_resumes_through_a_cut() {
     let text = done.expect("the result")["result"]["content"][0]["text"].as_str().unwrap().to_owned();
     assert!(text.starts_with("Long running operation completed"), "{text}");
 }
+
+/// An upstream standalone event larger than the session's byte budget can
+/// never be held: it is dropped (with an error in the log), and the
+/// standalone events after it still come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_event_too_large_to_hold_does_not_stop_the_stream() {
+    let up = Node::start(0);
+    let g = gateway(&up.url(), ServerConfig::default().with_ring(RingConfig::new(64, 16 << 10))).await;
+    let sid = g.initialize().await;
+    let mut standalone = SseReader::new(g.get(Some(&sid), None).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let big = json!({"count": 1, "payload_bytes": 64 << 10, "target": "standalone"});
+    let (_, done, _) = drain(&mut SseReader::new(g.call_tool(&sid, 1, "emit_events", big).await), None).await;
+    assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 1");
+    let small = json!({"count": 3, "interval_ms": 2, "target": "standalone"});
+    let (_, done, _) =
+        drain(&mut SseReader::new(g.call_tool(&sid, 2, "emit_events", small).await), None).await;
+    assert_eq!(done.unwrap()["result"]["content"][0]["text"], "emitted 3");
+    let (seqs, _, _) = drain(&mut standalone, Some(3)).await;
+    assert_eq!(seqs, vec![1, 2, 3], "the small events after the one too large");
+}

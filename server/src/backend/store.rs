@@ -458,12 +458,22 @@ impl SessionStore {
         cluster.store.take_lease(&session.id(), &lease, &cluster.node, ttl).await.map_err(value_error)
     }
 
-    /// Waits until every event published on the session before the call
-    /// is in the store (at once in process).
-    pub(crate) async fn flush(&self) {
+    /// Waits until the store answered every event published on the
+    /// session before the call (at once in process): `Err` when one of
+    /// them was refused (not stored) and its publisher not told yet.
+    pub(crate) async fn flush(&self) -> Result<(), SendError> {
         if let SessionStore::Cluster { appender, .. } = self {
             appender.barrier().await;
+            if appender.refused_untold() {
+                return Err(SendError::Refused("the store refused an event published before".into()));
+            }
         }
+        Ok(())
+    }
+
+    /// Whether the session lives in a cluster's store.
+    pub(crate) fn shared(&self) -> bool {
+        matches!(self, SessionStore::Cluster { .. })
     }
 
     /// Deletes the session from the store, for every node (nothing to do in

@@ -85,8 +85,15 @@ impl SessionHandle {
     pub fn end(&self) {
         self.sess.hub.remove(&self.sess.session.id());
         self.sess.close();
+        if !self.sess.store.shared() {
+            return;
+        }
         let sess = Arc::clone(&self.sess);
-        tokio::spawn(async move {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!("an ended session could not be deleted from the store: no Tokio runtime");
+            return;
+        };
+        runtime.spawn(async move {
             if let Err(e) = sess.store.delete(&sess.session).await {
                 tracing::warn!(error = %e, "an ended session could not be deleted from the store");
             }
@@ -140,8 +147,18 @@ impl SessionHandle {
     /// is in the cluster's store, where a node's failure cannot lose it
     /// (at once in process): what an application waits for before it
     /// records how far it got ([`SessionHandle::set_value`]).
-    pub async fn flush(&self) {
+    /// [`SendError::Refused`] when the store refused one of them (it is
+    /// not stored, and the next publish on its stream is refused too).
+    pub async fn flush(&self) -> Result<(), SendError> {
         self.sess.store.flush().await
+    }
+
+    /// Whether the session lives in a cluster's store (`--redis-url`),
+    /// where other nodes serve it too: where values, holds and flushes
+    /// cost a store call, and a hold can be lost. In process they are
+    /// free and a hold is never lost.
+    pub fn in_cluster(&self) -> bool {
+        self.sess.store.shared()
     }
 
     /// Resolves when the session ends (deleted, expired, or the server shut
