@@ -1,9 +1,9 @@
 //! The store's connection to a plain Redis or to a Redis Cluster, as one
 //! type.
 //!
-//! [`Conn::open`] asks the node the URL names for `INFO cluster`: with
-//! `cluster_enabled:1` the store uses the redis crate's cluster client
-//! (seeded with that node; it reads the slot map and connects to every
+//! [`Conn::open`] asks the first seed URL that answers for `INFO cluster`:
+//! with `cluster_enabled:1` the store uses the redis crate's cluster client
+//! (seeded with every seed; it reads the slot map and connects to every
 //! master, following `MOVED`/`ASK` redirections and refreshing the map), and
 //! otherwise one multiplexed connection re-established in the background, as
 //! before. Both get the same bounds: the store's timeout to connect and per
@@ -72,31 +72,64 @@ pub(crate) async fn is_cluster(info: &ConnectionInfo, timeout: Duration) -> Resu
 }
 
 impl Conn {
-    /// Connects to the Redis (or the cluster) `url` names, within twice
-    /// `timeout`.
-    pub(crate) async fn open(url: &str, timeout: Duration) -> Result<Conn, StoreError> {
-        let info = connection_info(url)?;
-        let unavailable =
-            || StoreError::Unavailable(format!("no answer from {url} within {:?}", timeout * 2));
-        if is_cluster(&info, timeout * 2).await? {
+    /// Connects to the Redis (or the cluster) that `seeds` name, each
+    /// probed in turn within twice `timeout` until one answers: the URL of
+    /// that seed, and the connection. A Redis Cluster client starts from
+    /// every seed (it learns the rest); several seeds naming a plain Redis
+    /// are [`StoreError::BadUrl`] (a plain Redis has one address).
+    pub(crate) async fn open(seeds: &[&str], timeout: Duration) -> Result<(String, Conn), StoreError> {
+        let infos = seeds.iter().map(|u| connection_info(u)).collect::<Result<Vec<_>, _>>()?;
+        let mut failures = vec![];
+        for (url, info) in seeds.iter().zip(&infos) {
+            match is_cluster(info, timeout * 2).await {
+                Ok(true) => return Ok((url.to_string(), Conn::cluster(seeds, &infos, timeout).await?)),
+                Ok(false) if seeds.len() > 1 => {
+                    return Err(StoreError::BadUrl(format!(
+                        "{url} is a plain Redis, not a node of a Redis Cluster: give a plain Redis one URL"
+                    )))
+                }
+                Ok(false) => return Ok((url.to_string(), Conn::single(url, info.clone(), timeout).await?)),
+                Err(StoreError::Unavailable(e)) => failures.push(format!("{url}: {e}")),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Unavailable(failures.join("; ")))
+    }
+
+    /// The cluster client, seeded with every seed.
+    async fn cluster(
+        seeds: &[&str],
+        infos: &[ConnectionInfo],
+        timeout: Duration,
+    ) -> Result<Conn, StoreError> {
+        for (url, info) in seeds.iter().zip(infos) {
             if info.redis_settings().db() != 0 {
                 return Err(StoreError::BadUrl(format!(
                     "{url} names database {}, but a Redis Cluster has only database 0",
                     info.redis_settings().db()
                 )));
             }
-            let client = ClusterClientBuilder::new([info])
-                .connection_timeout(timeout)
-                .response_timeout(timeout)
-                .retries(RETRIES)
-                .max_retry_wait(MAX_RETRY_WAIT.as_millis() as u64)
-                .build()
-                .map_err(|e| StoreError::BadUrl(e.to_string()))?;
-            let conn = tokio::time::timeout(timeout * 2, client.get_async_connection())
-                .await
-                .map_err(|_| unavailable())??;
-            return Ok(Conn::Cluster(conn));
         }
+        let unavailable = || {
+            StoreError::Unavailable(format!("no answer from {} within {:?}", seeds.join(", "), timeout * 2))
+        };
+        let client = ClusterClientBuilder::new(infos.to_vec())
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .retries(RETRIES)
+            .max_retry_wait(MAX_RETRY_WAIT.as_millis() as u64)
+            .build()
+            .map_err(|e| StoreError::BadUrl(e.to_string()))?;
+        let conn = tokio::time::timeout(timeout * 2, client.get_async_connection())
+            .await
+            .map_err(|_| unavailable())??;
+        Ok(Conn::Cluster(conn))
+    }
+
+    /// One multiplexed connection to the plain Redis at `url`.
+    async fn single(url: &str, info: ConnectionInfo, timeout: Duration) -> Result<Conn, StoreError> {
+        let unavailable =
+            || StoreError::Unavailable(format!("no answer from {url} within {:?}", timeout * 2));
         let client = redis::Client::open(info).map_err(|e| StoreError::BadUrl(e.to_string()))?;
         let mc = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))

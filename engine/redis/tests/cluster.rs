@@ -145,6 +145,35 @@ async fn start_up_checks_every_master() {
     assert!(matches!(RedisStore::connect(&db1, StoreConfig::default()).await, Err(StoreError::BadUrl(_))));
 }
 
+/// Several seeds (`docs/SPEC.md` §8.1): the first that answers is the
+/// one the store reports, a dead seed before it costs only its probe, and
+/// the cluster client learns every master from the seeds; several seeds
+/// naming a plain Redis are refused, and when no seed answers the error
+/// names each one.
+#[tokio::test]
+async fn a_store_starts_from_the_first_seed_that_answers() {
+    let cluster = RedisCluster::start(3);
+    let dead = format!("redis://127.0.0.1:{}/0", gapless_redis::testing::free_port());
+    let quick = || StoreConfig { timeout: Duration::from_millis(300), ..StoreConfig::default() };
+    let (store, seed) = RedisStore::connect_seeds(&[&dead, &cluster.url(1), &cluster.url(2)], quick())
+        .await
+        .expect("a seed answers");
+    assert_eq!(seed, cluster.url(1));
+    for (_, id) in one_session_per_master(&cluster) {
+        store.create(id, None).await.expect("a session on every master");
+        store.set_value(&id, "k", b"v").await.unwrap();
+    }
+    let plain = gapless_redis::testing::RedisServer::start(&[]);
+    let e = RedisStore::connect_seeds(&[&plain.url(), &cluster.url(0)], quick()).await.unwrap_err();
+    assert!(matches!(&e, StoreError::BadUrl(m) if m.contains("plain Redis")), "{e:?}");
+    let e = RedisStore::connect_seeds(&[&dead, &plain.url()], quick()).await.unwrap_err();
+    assert!(matches!(&e, StoreError::BadUrl(_)), "a plain Redis among dead seeds too: {e:?}");
+    let other = format!("redis://127.0.0.1:{}/0", gapless_redis::testing::free_port());
+    let e = RedisStore::connect_seeds(&[&dead, &other], quick()).await.unwrap_err();
+    assert!(matches!(&e, StoreError::Unavailable(m) if m.contains(&dead) && m.contains(&other)), "{e:?}");
+    assert!(matches!(RedisStore::connect_seeds(&[], quick()).await, Err(StoreError::BadUrl(_))));
+}
+
 /// A notifier subscribed through one node is woken by announcements of
 /// sessions on every master; node leases and the reaping of a dead node's
 /// open request work across slots; the cluster bus reaches the notifier.

@@ -149,9 +149,16 @@ pub struct ServerFlags {
     pub shutdown_grace_secs: u64,
     /// Join the cluster of every node on this Redis (`redis://HOST:PORT/DB`):
     /// sessions live there, and any request of a session may land on any
-    /// node. Without it, sessions live in this process.
-    #[arg(long, env = "GAPLESS_REDIS_URL")]
-    pub redis_url: Option<String>,
+    /// node. Without it, sessions live in this process. For a Redis
+    /// Cluster, give several of its nodes as seeds (the flag repeated, or
+    /// a comma-separated list): the first that answers is used, and the
+    /// client learns the rest.
+    #[arg(long, env = "GAPLESS_REDIS_URL", value_delimiter = ',')]
+    pub redis_url: Vec<String>,
+    /// How long a node starting while no `--redis-url` seed answers keeps
+    /// trying (logging each attempt) before it exits non-zero.
+    #[arg(long, default_value_t = 30)]
+    pub redis_wait_secs: u64,
     /// Prefix of every key and channel in Redis.
     #[arg(long, default_value = gapless_redis::DEFAULT_PREFIX)]
     pub redis_prefix: String,
@@ -189,6 +196,37 @@ pub enum LogFormat {
 }
 
 /// `off`, or an absolute path of plain segments outside the endpoint's
+/// Connects to the first of `seeds` that answers; while none does, tries
+/// again (each attempt logged, waits doubling from 250 ms to 5 s) until
+/// `wait` has passed. A refusal that waiting cannot mend (a bad URL, an
+/// evicting policy, a plain Redis given as several seeds) ends it at once.
+async fn connect_store(
+    seeds: &[String],
+    config: gapless_redis::StoreConfig,
+    wait: Duration,
+) -> Result<(gapless_redis::RedisStore, String), String> {
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(250);
+    for attempt in 1.. {
+        match gapless_redis::RedisStore::connect_seeds(&seeds, config.clone()).await {
+            Ok(connected) => return Ok(connected),
+            Err(gapless_redis::StoreError::Unavailable(e))
+                if tokio::time::Instant::now() + pause < deadline =>
+            {
+                tracing::warn!(attempt, error = %e, "no Redis seed answers yet; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e @ gapless_redis::StoreError::Unavailable(_)) => {
+                return Err(format!("no seed answered within {} s ({attempt} attempts): {e}", wait.as_secs()))
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    unreachable!("the attempts are unbounded")
+}
+
 /// routes (`endpoint`, and everything under it).
 fn check_metrics_path(metrics: &str, endpoint: &str) -> Result<(), String> {
     if metrics == "off" {
@@ -347,27 +385,28 @@ pub async fn serve(
     }
     config.allowed_origins = a.allowed_origins;
     config.allowed_hosts = a.allowed_hosts;
-    if a.redis_url.is_some() && config.request_state_secret.is_none() {
+    if !a.redis_url.is_empty() && config.request_state_secret.is_none() {
         tracing::warn!(
             "cluster mode without --request-state-secret-file: each node seals MCP 2026-07-28 requestState \
              with its own random key, so a retry that reaches another node is refused (-32602); give every \
              node the same file"
         );
     }
-    if let Some(url) = &a.redis_url {
+    if !a.redis_url.is_empty() {
         let store_config = gapless_redis::StoreConfig {
             ring,
             idle_timeout: config.hub.idle_timeout,
             prefix: a.redis_prefix.clone(),
             ..gapless_redis::StoreConfig::default()
         };
-        match gapless_redis::RedisStore::connect(url, store_config).await {
-            Ok(store) => {
-                tracing::info!(prefix = %a.redis_prefix, "cluster mode: sessions live in Redis");
-                builder = builder.store(store, url);
+        let wait = Duration::from_secs(a.redis_wait_secs);
+        match connect_store(&a.redis_url, store_config, wait).await {
+            Ok((store, seed)) => {
+                tracing::info!(prefix = %a.redis_prefix, %seed, "cluster mode: sessions live in Redis");
+                builder = builder.store(store, &seed);
             }
             Err(e) => {
-                eprintln!("{name}: --redis-url {url}: {e}");
+                eprintln!("{name}: --redis-url {}: {e}", a.redis_url.join(","));
                 std::process::exit(2);
             }
         }

@@ -491,13 +491,15 @@ fn sample(text: &str, name: &str) -> f64 {
 fn bad_redis_urls_exit_2() {
     let lru = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
     let unreachable = format!("redis://127.0.0.1:{}/0", free_port());
+    let both = format!("{unreachable},{}", lru.url());
     for (url, says) in [
         ("not a url", "malformed Redis URL"),
-        (unreachable.as_str(), "unavailable"),
+        (unreachable.as_str(), "no seed answered within 1 s"),
         (lru.url().as_str(), "noeviction"),
+        (both.as_str(), "plain Redis"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-            .args(["--bind", "127.0.0.1:0", "--redis-url", url])
+            .args(["--bind", "127.0.0.1:0", "--redis-url", url, "--redis-wait-secs", "1"])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{url}");
@@ -505,6 +507,35 @@ fn bad_redis_urls_exit_2() {
         assert!(err.contains(says), "{url}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// A node started while its Redis is away keeps trying (`--redis-wait-secs`)
+/// and serves once Redis answers (`docs/SPEC.md` §8.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waits_for_its_redis_at_start_up() {
+    let mut redis = RedisServer::start(&[]);
+    redis.kill();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+        .args(["--bind", &format!("127.0.0.1:{port}"), "--redis-wait-secs", "30"])
+        .args(["--redis-url", &redis.url()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(child.try_wait().unwrap().is_none(), "the node waits for its Redis");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "and does not serve before it");
+    redis.restart();
+    let node = Node { child, url: format!("http://127.0.0.1:{port}/mcp") };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the node did not start once Redis answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sid = initialize(&node.url).await;
+    let r = call(&node.url, &sid, 1, json!({"count": 2})).await;
+    assert_eq!(r.status(), 200);
 }
 
 async fn call_tool(url: &str, sid: &str, id: u64, name: &str, args: Value) -> reqwest::Response {

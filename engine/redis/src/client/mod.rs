@@ -140,7 +140,20 @@ impl RedisStore {
     /// key of a session shares one hash slot, `docs/SPEC.md` §8.2). A
     /// cluster has only database 0: another `DB` is [`StoreError::BadUrl`].
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self, StoreError> {
-        let conn = Conn::open(url, config.timeout).await?;
+        Ok(RedisStore::connect_seeds(&[url], config).await?.0)
+    }
+
+    /// [`RedisStore::connect`] to the first of `seeds` that answers (they
+    /// are tried in turn), and that seed's URL. A Redis Cluster's client
+    /// starts from all of them, as Redis Cluster clients do, so that a
+    /// cluster is reached while some of its nodes are down (a failover).
+    /// Several seeds naming a plain Redis are [`StoreError::BadUrl`]; when
+    /// none answers, [`StoreError::Unavailable`] names each one's failure.
+    pub async fn connect_seeds(seeds: &[&str], config: StoreConfig) -> Result<(Self, String), StoreError> {
+        if seeds.is_empty() {
+            return Err(StoreError::BadUrl("no Redis URL".into()));
+        }
+        let (seed, conn) = Conn::open(seeds, config.timeout).await?;
         let store = RedisStore {
             conn,
             config: Arc::new(config),
@@ -156,7 +169,7 @@ impl RedisStore {
             // A cluster sends SCRIPT LOAD to every node.
             s.prepare_invoke().load_async(&mut c).await?;
         }
-        Ok(store)
+        Ok((store, seed))
     }
 
     /// Refuses a Redis that may evict keys (any master of a cluster).
