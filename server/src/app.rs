@@ -168,6 +168,7 @@ pub(crate) fn build(
         Arc::clone(&metrics),
         Arc::clone(&hub),
         cluster_events,
+        backend.task_news(),
     ));
     let config = Arc::new(config);
     let (shutdown, changes) = (CancellationToken::new(), Announcer::new());

@@ -207,7 +207,8 @@ impl McpServerBuilder {
     pub fn build(self) -> Result<McpServer, BuildError> {
         let state = app::build(self.host, self.config, &self.path, self.identity, self.store)?;
         let registry = Arc::new(operator::metrics::registry(&state.metrics, Arc::downgrade(&state)));
-        state.sessions.start();
+        let tasks = Arc::clone(&state.protocol.tasks);
+        state.sessions.start(Box::new(move |id: &str, ended: bool| tasks.changed_elsewhere(id, ended)));
         Ok(McpServer { state, registry })
     }
 }

@@ -115,6 +115,26 @@ pub(crate) struct Ticketed {
     pub(crate) replay_count: u64,
 }
 
+/// Tells every node of a cluster that a task's record changed (its id, and
+/// whether it is terminal now); resolves once told.
+#[derive(Clone)]
+pub(crate) struct TaskNews(
+    Arc<dyn Fn(String, bool) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>,
+);
+
+impl TaskNews {
+    /// Tells every node that task `id` changed (`ended`: it is terminal).
+    pub(crate) async fn tell(&self, id: String, ended: bool) {
+        (self.0)(id, ended).await
+    }
+}
+
+impl std::fmt::Debug for TaskNews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskNews")
+    }
+}
+
 /// What the cluster bus brings this node (`cluster/bus.rs`), handled by
 /// the session table.
 pub(crate) type OnBus = Arc<dyn Fn(cluster::BusMessage) + Send + Sync>;
@@ -166,6 +186,23 @@ impl Backend {
             Backend::Local => None,
             Backend::Cluster(c) => {
                 Some(Arc::new(task_store::RedisEvents::new(c.store.clone(), Arc::clone(records), config)))
+            }
+        }
+    }
+
+    /// How a node tells the others that it changed a task's record (`None`
+    /// in process, where the work runs in the process that changed it).
+    pub(crate) fn task_news(&self) -> Option<TaskNews> {
+        match self {
+            Backend::Local => None,
+            Backend::Cluster(c) => {
+                let c = Arc::clone(c);
+                Some(TaskNews(Arc::new(move |id: String, ended: bool| {
+                    let c = Arc::clone(&c);
+                    Box::pin(
+                        async move { c.broadcast(&cluster::BusMessage::TaskChanged { id, ended }).await },
+                    )
+                })))
             }
         }
     }

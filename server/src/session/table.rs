@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 /// node created (`Host::on_attach`).
 pub(crate) type OnAttach = Box<dyn Fn(&Arc<SessionState>) + Send + Sync>;
 
+/// What a task change heard on the bus does on this node: `(id, ended)`.
+pub(crate) type OnTask = Box<dyn Fn(&str, bool) + Send + Sync>;
+
 /// This node's sessions.
 pub(crate) struct Sessions {
     /// What every session's state shares: the hub, the limits, the
@@ -32,6 +35,8 @@ pub(crate) struct Sessions {
     pub(crate) backend: Backend,
     states: Mutex<HashMap<SessionId, Arc<SessionState>>>,
     on_attach: OnAttach,
+    /// Where the bus's task changes go (the tasks' work of this node).
+    on_task: Mutex<Option<OnTask>>,
     /// This table, for the callbacks it hands the backend.
     me: Weak<Sessions>,
 }
@@ -60,13 +65,16 @@ impl Sessions {
             backend,
             states: Mutex::default(),
             on_attach,
+            on_task: Mutex::default(),
             me: me.clone(),
         })
     }
 
     /// Starts the backend's own work (in a cluster: the node's lease, the
-    /// reaper, the bus, whose messages this table handles) until shutdown.
-    pub(crate) fn start(&self) {
+    /// reaper, the bus, whose messages this table handles, its task changes
+    /// by `on_task`) until shutdown.
+    pub(crate) fn start(&self, on_task: OnTask) {
+        *lock(&self.on_task) = Some(on_task);
         let me = self.me.clone();
         let on_bus = Arc::new(move |msg: BusMessage| {
             if let Some(table) = me.upgrade() {
@@ -204,6 +212,11 @@ impl Sessions {
                 if let Some(s) = self.by_id(&sid) {
                     s.session.set_migrated();
                     s.end_all_sse_streams();
+                }
+            }
+            BusMessage::TaskChanged { id, ended } => {
+                if let Some(f) = lock(&self.on_task).as_ref() {
+                    f(&id, ended);
                 }
             }
         }

@@ -193,6 +193,7 @@ mod tests {
             Arc::new(crate::telemetry::Metrics::new()),
             hub,
             None,
+            None,
         )
     }
 

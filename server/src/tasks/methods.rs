@@ -96,6 +96,8 @@ impl Tasks {
                 if let Some(w) = crate::vocab::sync::lock(&self.running).get(id) {
                     w.input.notify_one();
                 }
+                // The work may run on another node.
+                self.tell(id, false).await;
                 Ok(json!({}))
             }
             l => Err(not_found(id, &l)),
@@ -122,6 +124,10 @@ impl Tasks {
                 }
                 if r.status.is_terminal() {
                     self.end_events(id);
+                }
+                // The work may run on another node: it stops at once.
+                if ended {
+                    self.tell(id, true).await;
                 }
                 Ok(json!({}))
             }

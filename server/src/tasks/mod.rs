@@ -32,6 +32,7 @@ pub(crate) use listen::{Watched, LISTEN_POLL};
 pub(crate) use wire::{now_ms, wire};
 
 use crate::backend::task_store::{CreateError, Lookup, Record, Status, StoreError, TaskStore};
+use crate::backend::TaskNews;
 use crate::vocab::jsonrpc::{code, RpcError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -143,6 +144,9 @@ pub(crate) struct Tasks {
     events: Option<events::EventStreams>,
     /// Listen streams' reads of the tasks they watch, shared.
     listen_reads: listen::SharedReads,
+    /// Tells the cluster's other nodes of a change this node made to a
+    /// task's record (`None` in process).
+    news: Option<TaskNews>,
 }
 
 /// A task running here: how to stop it, and how to wake it when input
@@ -230,13 +234,35 @@ impl Tasks {
         metrics: Arc<crate::telemetry::Metrics>,
         hub: Arc<gapless::Hub>,
         cluster: Option<Arc<crate::backend::task_store::RedisEvents>>,
+        news: Option<TaskNews>,
     ) -> Self {
         let events = limits.events.map(|(config, max)| match cluster {
             Some(c) => events::EventStreams::cluster(c, max),
             None => events::EventStreams::new(Some(hub), config, max),
         });
         let listen_reads = listen::SharedReads::default();
-        Tasks { store, limits, node, running: Default::default(), metrics, events, listen_reads }
+        Tasks { store, limits, node, running: Default::default(), metrics, events, listen_reads, news }
+    }
+
+    /// Another node changed task `id`'s record (the bus): its work here,
+    /// if any, stops at once when the task `ended` (no event it emits from
+    /// now on is taken), or wakes to read its input.
+    pub(crate) fn changed_elsewhere(&self, id: &str, ended: bool) {
+        let Some(w) = crate::vocab::sync::lock(&self.running).get(id).cloned() else { return };
+        if ended {
+            self.end_events(id);
+            w.cancel.cancel();
+        } else {
+            w.input.notify_one();
+        }
+    }
+
+    /// Tells the cluster's other nodes that this node changed task `id`'s
+    /// record (nothing in process).
+    async fn tell(&self, id: &str, ended: bool) {
+        if let Some(news) = &self.news {
+            news.tell(id.to_owned(), ended).await;
+        }
     }
 
     /// Drops the listen streams' stale reads of watched tasks.

@@ -37,6 +37,15 @@ pub(crate) enum BusMessage {
         /// The session.
         sid: String,
     },
+    /// A node changed task `id`'s record (`tasks/cancel`, `tasks/update`):
+    /// the node running its work stops it (`ended`) or wakes it for its
+    /// input, at once rather than at its next look at the record.
+    TaskChanged {
+        /// The task.
+        id: String,
+        /// Whether the task is terminal now.
+        ended: bool,
+    },
 }
 
 /// A message heard on the bus (`None`, with a warning, for one this node
