@@ -42,6 +42,12 @@ if ! rustup toolchain list | grep -q '^nightly'; then
   rustup toolchain install nightly --profile minimal
 fi
 rustup component add miri rust-src --toolchain nightly >/dev/null
+# The workspace's rust-version (Cargo.toml), which scripts/msrv.sh builds
+# the libraries with.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+if ! rustup toolchain list | grep -q "^$msrv-"; then
+  rustup toolchain install "$msrv" --profile minimal
+fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi

@@ -80,7 +80,7 @@ impl Tally {
     fn took(&self, i: usize, n: u64) {
         self.taken[i].store(n, Ordering::Release);
         if let Some(t) = &self.publisher {
-            if (self.all.fetch_add(1, Ordering::AcqRel) + 1) % self.taken.len() as u64 == 0 {
+            if (self.all.fetch_add(1, Ordering::AcqRel) + 1).is_multiple_of(self.taken.len() as u64) {
                 t.unpark();
             }
         }
@@ -404,7 +404,7 @@ fn latency_selected() -> bool {
             filter = Some(a.as_str());
         }
     }
-    filter.map_or(true, |f| "subscribe_latency".contains(f))
+    filter.is_none_or(|f| "subscribe_latency".contains(f))
 }
 
 fn config() -> Criterion {

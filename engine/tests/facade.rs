@@ -379,7 +379,7 @@ async fn stream_replay_of_interleaved_streams_yields_only_its_own() {
 async fn bounded_batches_split_where_the_bytes_run_out() {
     let (mut p, r) = ring(RingConfig { chunk_events: 32, ..RingConfig::new(4096, 1 << 24) }).unwrap();
     let (a, b) = (p.open_stream(), p.open_stream());
-    let len = |seq: u64| ((seq * 37) % 300) as usize + if seq % 29 == 0 { 1000 } else { 0 };
+    let len = |seq: u64| ((seq * 37) % 300) as usize + if seq.is_multiple_of(29) { 1000 } else { 0 };
     let body = |seq: u64| Bytes::from(vec![seq as u8; len(seq)]);
     let publish = |p: &mut gapless::ring::Producer, range: std::ops::RangeInclusive<u64>| {
         for seq in range {

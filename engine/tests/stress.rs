@@ -78,7 +78,7 @@ fn check_ref(e: &EventRef<'_>, pad: Pad) {
 /// Backs off while a cursor is `Pending`: spin a little, then yield.
 fn idle(spins: &mut u32) {
     *spins += 1;
-    if *spins % 8 == 0 {
+    if (*spins).is_multiple_of(8) {
         thread::yield_now();
     } else {
         std::hint::spin_loop();
@@ -273,7 +273,7 @@ fn snapshot_loop(r: Reader, seed: u64, pad: Pad, done: &AtomicBool) -> (u64, u64
             }
         }
         // Re-check a pinned snapshot now that the ring has moved on.
-        if !kept.is_empty() && rng.next() % 4 == 0 {
+        if !kept.is_empty() && rng.next().is_multiple_of(4) {
             let (snap, after, stream) = kept.swap_remove((rng.next() % kept.len() as u64) as usize);
             match stream {
                 None => verify_snapshot(&snap, after, pad),

@@ -575,7 +575,12 @@ impl Queue {
                 self.last = if alone { Some(last) } else { Some(self.last.map_or(last, |l| l.max(last))) };
                 Some(items)
             }
-            Err(Guarded::Refused(e @ (AppendError::StreamEnded(s) | AppendError::UnknownStream(s)))) => {
+            Err(Guarded::Refused(e @ (AppendError::StreamEnded(_) | AppendError::UnknownStream(_)))) => {
+                // (Read from `e`: bindings after `@` need Rust 1.91.)
+                let s = match &e {
+                    AppendError::StreamEnded(s) | AppendError::UnknownStream(s) => *s,
+                    _ => unreachable!("matched above"),
+                };
                 let n = items.len();
                 let mut rest = fail_where(&shared, items, |i| i.stream == s, &e);
                 if rest.len() == n {

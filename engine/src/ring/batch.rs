@@ -53,8 +53,9 @@ impl<'a> Batch<'a> {
         own: Option<(&'a [u32], u64)>,
     ) -> Self {
         debug_assert!(chunk.first <= from && from <= to && to < chunk.first + chunk.len() as u64);
-        debug_assert!(own.map_or(true, |(o, base)| filter.is_some()
-            && o.first().map(|&x| base + u64::from(x)) == Some(from)));
+        debug_assert!(own.is_none_or(
+            |(o, base)| filter.is_some() && o.first().map(|&x| base + u64::from(x)) == Some(from)
+        ));
         Batch { chunk, from, to, filter, own }
     }
 
@@ -98,7 +99,7 @@ impl<'a> Batch<'a> {
         (self.from..=self.to)
             .rev()
             .map(|s| self.get(s))
-            .find(|e| self.filter.map_or(true, |f| f == e.stream))
+            .find(|e| self.filter.is_none_or(|f| f == e.stream))
             .expect("`from` is yielded")
     }
 
@@ -147,7 +148,7 @@ impl<'a> Iterator for BatchIter<'a> {
         while self.next <= self.batch.to {
             let e = self.batch.get(self.next);
             self.next += 1;
-            if self.batch.filter.map_or(true, |f| f == e.stream) {
+            if self.batch.filter.is_none_or(|f| f == e.stream) {
                 return Some(e);
             }
         }

@@ -127,7 +127,7 @@ impl PaceTable {
     /// up to position `consumed`; `None` if the stream has ended (nothing
     /// more can be published on it, so there is nothing to pace).
     pub(crate) fn attach(&self, reader: &Reader, stream: StreamId, consumed: u64) -> Option<Arc<PaceGate>> {
-        let ended = || reader.stream(stream).map_or(true, |i| i.ended);
+        let ended = || reader.stream(stream).is_none_or(|i| i.ended);
         if ended() {
             return None;
         }

@@ -274,7 +274,7 @@ impl TaskEvents {
 
     /// Whether [`TaskEvents::end`] was called.
     pub fn is_ended(&self) -> bool {
-        self.reader.stream(self.stream).map_or(true, |i| i.ended)
+        self.reader.stream(self.stream).is_none_or(|i| i.ended)
     }
 
     /// The seq the next event will have (how many were emitted).

@@ -211,7 +211,7 @@ impl ClientGuard {
             self.prefix = Seq(*entry.key());
             self.prefix_stream = Some(entry.remove());
         }
-        debug_assert!(self.above.keys().next().map_or(true, |&k| k - 1 > self.prefix.0));
+        debug_assert!(self.above.keys().next().is_none_or(|&k| k - 1 > self.prefix.0));
         Ok(())
     }
 

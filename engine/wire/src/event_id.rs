@@ -667,7 +667,7 @@ mod tests {
         let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
             let mut want = id(rng.next(), rng.wide().max(1), rng.wide());
-            if rng.next() % 2 == 0 {
+            if rng.next().is_multiple_of(2) {
                 want = want.with_check(rng.next());
             }
             let s = want.to_string();
@@ -686,7 +686,7 @@ mod tests {
         let mut accepted = 0;
         for _ in 0..20_000 {
             let mut base = id(rng.next(), rng.wide().max(1), rng.wide());
-            if rng.next() % 2 == 0 {
+            if rng.next().is_multiple_of(2) {
                 base = base.with_check(rng.next());
             }
             let mut bytes = base.to_string().into_bytes();

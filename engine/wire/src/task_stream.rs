@@ -302,7 +302,7 @@ impl TaskStreamGuard {
     /// through on this stream was not processed (resume with
     /// [`after`](Self::after) to get it again).
     pub fn on_end(&mut self) -> Result<(), EndError> {
-        if let Some(last) = self.last.filter(|&l| self.cursor.map_or(true, |c| l > c)) {
+        if let Some(last) = self.last.filter(|&l| self.cursor.is_none_or(|c| l > c)) {
             let first = self.cursor.map_or(0, |c| c + 1);
             return Err(EndError::Unprocessed { first, last });
         }
