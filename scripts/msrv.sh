@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 [ -n "$msrv" ] || { echo "msrv.sh: no rust-version in Cargo.toml" >&2; exit 1; }
-libs=(gapless-wire gapless gapless-redis gapless-server gapless-rmcp gapless-gateway)
+libs=(gapless-wire gapless gapless-redis gapless-server gapless-rmcp gapless-cli gapless-gateway)
 echo "msrv: building ${libs[*]} with Rust $msrv"
 cargo "+$msrv" check --locked --target-dir target/msrv $(printf -- '-p %s ' "${libs[@]}")
 echo "msrv: the libraries build with Rust $msrv"

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The folders whose code can send an error.
-const ROOTS: [&str; 4] = ["src", "bin/src", "rmcp/src", "gateway/src"];
+const ROOTS: [&str; 5] = ["src", "bin/src", "cli/src", "rmcp/src", "gateway/src"];
 
 /// rmcp's `ErrorData` constructors and their codes.
 const RMCP: [(&str, i64); 7] = [

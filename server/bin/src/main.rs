@@ -2,13 +2,13 @@
 //! conformance fixtures) on Streamable HTTP.
 
 use clap::Parser;
+use gapless_cli::{init_logging, serve, ServerFlags};
 use gapless_server::McpServer;
-use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 use gapless_server_bin::demo::DemoHost;
 
 // jemalloc as the global allocator, with its options (the `jemalloc`
 // feature, on by default; the reasons are in Cargo.toml).
-gapless_server_bin::jemalloc!();
+gapless_cli::jemalloc!();
 
 /// An MCP server whose streams never lose an event silently.
 #[derive(Parser, Debug)]

@@ -1,10 +1,10 @@
 //! `gapless-gateway`: an MCP server behind gapless's endpoint.
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use gapless_cli::{init_logging, serve, ServerFlags};
 use gapless_gateway::upstream::{stdio::StdioCommand, Upstream};
 use gapless_gateway::{bearer_identity, metadata_router, GatewayHost, StdioHost};
 use gapless_server::McpServer;
-use gapless_server_bin::cli::{init_logging, serve, ServerFlags};
 
 /// Any MCP server behind gapless's endpoint: every resume gap-free or
 /// refused explicitly, and the upstream's faults made explicit.
@@ -36,7 +36,7 @@ fn upstream_ca(path: Option<&std::path::Path>) -> Result<Option<Vec<u8>>, String
 }
 
 // jemalloc as the global allocator (the `jemalloc` feature, on by default).
-gapless_server_bin::jemalloc!();
+gapless_cli::jemalloc!();
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {

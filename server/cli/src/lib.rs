@@ -3,7 +3,8 @@
 //! into a binary's own `clap` parser), and [`serve`], which builds the
 //! server from them around the binary's application and serves it until
 //! SIGTERM or SIGINT. `gapless-server` and `gapless-gateway` both use it,
-//! so a flag means the same in both.
+//! so a flag means the same in both. [`jemalloc!`] declares jemalloc a
+//! binary's allocator with the options every gapless binary runs with.
 
 use axum::response::IntoResponse;
 use gapless::{ErrorKind, RingConfig};
@@ -516,3 +517,49 @@ async fn shutdown_signal() {
         let _ = ctrl_c.await;
     }
 }
+
+/// jemalloc for a binary built on this crate (the `jemalloc` feature).
+#[cfg(all(unix, feature = "jemalloc"))]
+#[doc(hidden)]
+pub mod alloc {
+    pub use tikv_jemallocator::Jemalloc;
+}
+
+/// Declares jemalloc the binary's global allocator with the options every
+/// gapless binary runs with (a background thread returning freed pages):
+/// one line in each binary's `main.rs`. Without the `jemalloc` feature it
+/// declares nothing.
+#[cfg(all(target_os = "linux", feature = "jemalloc"))]
+#[macro_export]
+macro_rules! jemalloc {
+    () => {
+        #[global_allocator]
+        static ALLOC: $crate::alloc::Jemalloc = $crate::alloc::Jemalloc;
+
+        /// jemalloc's options, read at its first allocation
+        /// (`_RJEM_MALLOC_CONF` in the environment still overrides them): a
+        /// background thread returns freed pages (after jemalloc's 10 s
+        /// decay) while the server is idle too, so its RSS settles to what
+        /// the retained events hold.
+        #[export_name = "_rjem_malloc_conf"]
+        static MALLOC_CONF: JemallocConf = JemallocConf(c"background_thread:true".as_ptr());
+
+        /// A C string pointer that can be a `static` (jemalloc's
+        /// `malloc_conf` is a `const char *`).
+        #[repr(transparent)]
+        struct JemallocConf(*const std::ffi::c_char);
+
+        // SAFETY: it points at a 'static, immutable C string; nothing writes
+        // through it.
+        unsafe impl Sync for JemallocConf {}
+    };
+}
+
+/// Without jemalloc (another OS, or the feature off): the system allocator.
+#[cfg(not(all(target_os = "linux", feature = "jemalloc")))]
+#[macro_export]
+macro_rules! jemalloc {
+    () => {};
+}
+#[cfg(all(target_os = "linux", feature = "jemalloc"))]
+mod purge;
