@@ -55,7 +55,7 @@ mkdir -p "$out"
 
 # name;package;files (space-separated);regex on mutant names (or empty);test args
 groups=(
-  "wire;gapless-wire;engine/wire/src/event_id.rs engine/wire/src/client.rs;;"
+  "wire;gapless-wire;engine/wire/src/event_id.rs engine/wire/src/client.rs engine/wire/src/client/continuity.rs engine/wire/src/client/resume.rs;;"
   "engine;gapless;engine/src/session/table.rs engine/src/session/resume.rs engine/src/ring/gap.rs engine/src/session/ticket.rs engine/src/session/migrate.rs;;--lib --test decision_table --test seeds --test ring"
   "server;gapless-server;server/src/vocab/error.rs server/src/http/error.rs server/src/session/table.rs;^server/src/(vocab|http)/error\\.rs:.*ApiError|^server/src/session/table\\.rs:.*::live( |$);--lib"
 )
