@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shows the loom models are not vacuous: builds the engine with each
 # deliberately broken ordering or protocol step (cfg gapless_mutant, see
-# engine/src/ring/producer.rs) and fails unless loom reports a failure for each.
+# engine/src/ring/producer.rs and producer/evict.rs) and fails unless loom
+# reports a failure for each.
 #   relaxed_publish       the head store that publishes an event is Relaxed
 #   late_evict            eviction clears chunk slots before advancing `oldest`
 #   no_publish_fence      the producer has no StoreLoad fence between storing

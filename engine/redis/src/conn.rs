@@ -65,10 +65,24 @@ pub(crate) async fn is_cluster(info: &ConnectionInfo, timeout: Duration) -> Resu
         let mut c = client.get_multiplexed_async_connection().await?;
         redis::cmd("INFO").arg("cluster").query_async::<String>(&mut c).await
     };
-    let answer = tokio::time::timeout(timeout, probe)
-        .await
-        .map_err(|_| StoreError::Unavailable(format!("no answer within {timeout:?}")))??;
+    let answer = match tokio::time::timeout(timeout, probe).await {
+        Err(_) => return Err(StoreError::Unavailable(format!("no answer within {timeout:?}"))),
+        // Refused credentials are the URL's: waiting does not mend them.
+        Ok(Err(e)) if e.kind() == redis::ErrorKind::AuthenticationFailed => {
+            return Err(StoreError::BadUrl(format!("its credentials are refused: {e}")))
+        }
+        Ok(answer) => answer?,
+    };
     Ok(cluster_enabled(&answer))
+}
+
+/// `url` with its password (and user) left out, to log: `redis://:secret@h:1/0`
+/// is `redis://***@h:1/0`.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s + 3 => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
 }
 
 impl Conn {
@@ -85,11 +99,15 @@ impl Conn {
                 Ok(true) => return Ok((url.to_string(), Conn::cluster(seeds, &infos, timeout).await?)),
                 Ok(false) if seeds.len() > 1 => {
                     return Err(StoreError::BadUrl(format!(
-                        "{url} is a plain Redis, not a node of a Redis Cluster: give a plain Redis one URL"
+                        "{} is a plain Redis, not a node of a Redis Cluster: give a plain Redis one URL",
+                        redacted(url)
                     )))
                 }
                 Ok(false) => return Ok((url.to_string(), Conn::single(url, info.clone(), timeout).await?)),
-                Err(StoreError::Unavailable(e)) => failures.push(format!("{url}: {e}")),
+                Err(StoreError::Unavailable(e)) => failures.push(format!("{}: {e}", redacted(url))),
+                Err(StoreError::BadUrl(e)) => {
+                    return Err(StoreError::BadUrl(format!("{}: {e}", redacted(url))))
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -105,13 +123,18 @@ impl Conn {
         for (url, info) in seeds.iter().zip(infos) {
             if info.redis_settings().db() != 0 {
                 return Err(StoreError::BadUrl(format!(
-                    "{url} names database {}, but a Redis Cluster has only database 0",
+                    "{} names database {}, but a Redis Cluster has only database 0",
+                    redacted(url),
                     info.redis_settings().db()
                 )));
             }
         }
         let unavailable = || {
-            StoreError::Unavailable(format!("no answer from {} within {:?}", seeds.join(", "), timeout * 2))
+            StoreError::Unavailable(format!(
+                "no answer from {} within {:?}",
+                seeds.iter().map(|u| redacted(u)).collect::<Vec<_>>().join(", "),
+                timeout * 2
+            ))
         };
         let client = ClusterClientBuilder::new(infos.to_vec())
             .connection_timeout(timeout)
@@ -129,7 +152,7 @@ impl Conn {
     /// One multiplexed connection to the plain Redis at `url`.
     async fn single(url: &str, info: ConnectionInfo, timeout: Duration) -> Result<Conn, StoreError> {
         let unavailable =
-            || StoreError::Unavailable(format!("no answer from {url} within {:?}", timeout * 2));
+            || StoreError::Unavailable(format!("no answer from {} within {:?}", redacted(url), timeout * 2));
         let client = redis::Client::open(info).map_err(|e| StoreError::BadUrl(e.to_string()))?;
         let mc = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
@@ -239,6 +262,14 @@ pub(crate) async fn cluster_peers(info: &ConnectionInfo, timeout: Duration) -> V
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_logged_url_has_no_password() {
+        assert_eq!(super::redacted("redis://:s3cret@127.0.0.1:6379/0"), "redis://***@127.0.0.1:6379/0");
+        assert_eq!(super::redacted("redis://u:p@h:1/0"), "redis://***@h:1/0");
+        assert_eq!(super::redacted("redis://127.0.0.1:6379/0"), "redis://127.0.0.1:6379/0");
+        assert_eq!(super::redacted("not a url"), "not a url");
+    }
+
     #[test]
     fn reads_cluster_enabled() {
         assert!(super::cluster_enabled("# Cluster\r\ncluster_enabled:1\r\n"));

@@ -54,6 +54,7 @@ pub use appender::{
     MAX_QUEUED_EVENTS,
 };
 pub use client::{RedisStore, StoreConfig, StoreFigures, DEFAULT_PREFIX};
+pub use conn::redacted;
 pub use error::{AppendError, RedeemError, ReplayError, StoreError};
 pub use facts::{RedisFacts, ReplayPlan};
 pub use model::{

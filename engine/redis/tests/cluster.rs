@@ -145,7 +145,7 @@ async fn start_up_checks_every_master() {
     assert!(matches!(RedisStore::connect(&db1, StoreConfig::default()).await, Err(StoreError::BadUrl(_))));
 }
 
-/// Several seeds (`docs/SPEC.md` §8.1): the first that answers is the
+/// Several seeds (`docs/SPEC.md` §8): the first that answers is the
 /// one the store reports, a dead seed before it costs only its probe, and
 /// the cluster client learns every master from the seeds; several seeds
 /// naming a plain Redis are refused, and when no seed answers the error

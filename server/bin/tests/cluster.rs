@@ -487,16 +487,22 @@ fn sample(text: &str, name: &str) -> f64 {
 
 /// A malformed or unreachable `--redis-url`, or a Redis that may evict
 /// keys: a clear message and exit code 2.
-#[test]
-fn bad_redis_urls_exit_2() {
+#[tokio::test]
+async fn bad_redis_urls_exit_2() {
     let lru = RedisServer::start(&["--maxmemory-policy", "allkeys-lru"]);
     let unreachable = format!("redis://127.0.0.1:{}/0", free_port());
     let both = format!("{unreachable},{}", lru.url());
+    // Credentials Redis refuses: at once (no wait mends them), the
+    // password never shown.
+    let locked = RedisServer::start(&[]);
+    gapless_redis::testing::command(locked.port, &["CONFIG", "SET", "requirepass", "right"]).await;
+    let wrong = format!("redis://:wr0ngpass@127.0.0.1:{}/0", locked.port);
     for (url, says) in [
         ("not a url", "malformed Redis URL"),
         (unreachable.as_str(), "no seed answered within 1 s"),
         (lru.url().as_str(), "noeviction"),
         (both.as_str(), "plain Redis"),
+        (wrong.as_str(), "credentials are refused"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
             .args(["--bind", "127.0.0.1:0", "--redis-url", url, "--redis-wait-secs", "1"])
@@ -506,11 +512,19 @@ fn bad_redis_urls_exit_2() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{url}: {err}");
         assert!(!err.contains("panicked"), "{err}");
+        assert!(!err.contains("wr0ngpass"), "a password in the message: {err}");
     }
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
+        .args(["--bind", "127.0.0.1:0", "--redis-url", &wrong, "--redis-wait-secs", "30"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(t.elapsed() < Duration::from_secs(10), "refused credentials waited {:?}", t.elapsed());
 }
 
 /// A node started while its Redis is away keeps trying (`--redis-wait-secs`)
-/// and serves once Redis answers (`docs/SPEC.md` §8.1).
+/// and serves once Redis answers (`docs/SPEC.md` §8, §8.5).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_waits_for_its_redis_at_start_up() {
     let mut redis = RedisServer::start(&[]);

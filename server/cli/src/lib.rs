@@ -196,11 +196,12 @@ pub enum LogFormat {
     Json,
 }
 
-/// `off`, or an absolute path of plain segments outside the endpoint's
 /// Connects to the first of `seeds` that answers; while none does, tries
 /// again (each attempt logged, waits doubling from 250 ms to 5 s) until
-/// `wait` has passed. A refusal that waiting cannot mend (a bad URL, an
-/// evicting policy, a plain Redis given as several seeds) ends it at once.
+/// `wait` has passed, the last attempt at its end. A refusal that waiting
+/// cannot mend (a bad URL or credentials, an evicting policy, a plain
+/// Redis given as several seeds) ends it at once. Messages never show a
+/// seed's password.
 async fn connect_store(
     seeds: &[String],
     config: gapless_redis::StoreConfig,
@@ -212,15 +213,17 @@ async fn connect_store(
     for attempt in 1.. {
         match gapless_redis::RedisStore::connect_seeds(&seeds, config.clone()).await {
             Ok(connected) => return Ok(connected),
-            Err(gapless_redis::StoreError::Unavailable(e))
-                if tokio::time::Instant::now() + pause < deadline =>
-            {
+            Err(gapless_redis::StoreError::Unavailable(e)) => {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return Err(format!(
+                        "no seed answered within {} s ({attempt} attempts): Redis is unavailable: {e}",
+                        wait.as_secs()
+                    ));
+                }
                 tracing::warn!(attempt, error = %e, "no Redis seed answers yet; trying again");
-                tokio::time::sleep(pause).await;
+                tokio::time::sleep(pause.min(left)).await;
                 pause = (pause * 2).min(Duration::from_secs(5));
-            }
-            Err(e @ gapless_redis::StoreError::Unavailable(_)) => {
-                return Err(format!("no seed answered within {} s ({attempt} attempts): {e}", wait.as_secs()))
             }
             Err(e) => return Err(e.to_string()),
         }
@@ -228,6 +231,7 @@ async fn connect_store(
     unreachable!("the attempts are unbounded")
 }
 
+/// `off`, or an absolute path of plain segments outside the endpoint's
 /// routes (`endpoint`, and everything under it).
 fn check_metrics_path(metrics: &str, endpoint: &str) -> Result<(), String> {
     if metrics == "off" {
@@ -403,11 +407,13 @@ pub async fn serve(
         let wait = Duration::from_secs(a.redis_wait_secs);
         match connect_store(&a.redis_url, store_config, wait).await {
             Ok((store, seed)) => {
-                tracing::info!(prefix = %a.redis_prefix, %seed, "cluster mode: sessions live in Redis");
+                let shown = gapless_redis::redacted(&seed);
+                tracing::info!(prefix = %a.redis_prefix, seed = %shown, "cluster mode: sessions live in Redis");
                 builder = builder.store(store, &seed);
             }
             Err(e) => {
-                eprintln!("{name}: --redis-url {}: {e}", a.redis_url.join(","));
+                let shown: Vec<String> = a.redis_url.iter().map(|u| gapless_redis::redacted(u)).collect();
+                eprintln!("{name}: --redis-url {}: {e}", shown.join(","));
                 std::process::exit(2);
             }
         }
