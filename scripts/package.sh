@@ -10,6 +10,16 @@ cd "$(dirname "$0")/.."
 crates=(gapless-wire gapless gapless-redis gapless-server gapless-rmcp gapless-cli gapless-gateway)
 # --allow-dirty: CI's fresh clone is clean, but setup.sh's installs (npm,
 # the venv) leave ignored files a developer's tree has too.
+# The verification unpacks each .crate from a local registry into cargo's
+# registry sources, under the same version every time: an earlier run's
+# unpacked copy would be built instead of this one. They go first.
+# And cargo takes a registry crate of a version it built before as built
+# (registry crates never change): the fingerprints of ours go too, so that
+# each verification builds this run's sources.
+for c in "${crates[@]}"; do
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$c"-[0-9]*
+done
+rm -rf "${CARGO_TARGET_DIR:-target}"/debug/.fingerprint/gapless-*
 cargo package --locked --allow-dirty $(printf -- '-p %s ' "${crates[@]}")
 max=$((256 * 1024))
 fail=0
