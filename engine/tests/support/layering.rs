@@ -556,6 +556,21 @@ pub fn assert_caught(
     assert!(v.iter().any(|x| x.contains(expect)), "{module}: expected {expect:?} in {v:#?}");
 }
 
+/// The file-size rule alone, for a crate with no layers to rank: no file of
+/// `src` over `max` lines. Checks the crate's source, then shows the rule
+/// failing on `module` made `max` lines longer.
+pub fn check_file_limit(src: &Path, module: &str, max: usize) {
+    let g = Graph::of(src);
+    assert!(g.modules.contains_key(module), "no {module} in {:?}", g.modules.keys());
+    let rule = |g: &Graph| -> Vec<String> {
+        g.long_files(max).into_iter().map(|f| format!("{f} is over {max} lines")).collect()
+    };
+    let v = rule(&g);
+    assert!(v.is_empty(), "{}", v.join("\n"));
+    let longer = format!("{}{}", g.modules[module].code, "\n".repeat(max));
+    assert_caught(&g, &rule, module, longer, &format!("over {max} lines"));
+}
+
 /// The top-level module of `m` (`a` of `a::b::c`).
 pub fn top(m: &str) -> &str {
     m.split("::").next().unwrap_or(m)

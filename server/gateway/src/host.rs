@@ -80,8 +80,23 @@ impl GatewayHost {
     }
 }
 
-/// The link of a session another node bound (its [`BINDING`]), with the
-/// client's log level as it was recorded.
+impl Lane {
+    /// The session's link: this lane's, or the binding another node stored
+    /// (its [`BINDING`], with the client's log level as it was recorded),
+    /// read once and kept. `Err`: there is none, or the store failed (read
+    /// again next time).
+    async fn link(
+        &self,
+        upstream: &Upstream,
+        public_path: &Arc<str>,
+        session: &SessionHandle,
+    ) -> Result<Link, RpcError> {
+        let load = || load(upstream.clone(), Arc::clone(public_path), Arc::clone(&self.notes), session);
+        self.link.get_or_try_init(load).await.cloned()
+    }
+}
+
+/// The link of a session another node bound ([`Lane::link`]).
 async fn load(
     upstream: Upstream,
     public_path: Arc<str>,
@@ -173,10 +188,7 @@ impl Host for GatewayHost {
         Box::pin(async move {
             let link = match (sessionless, lane, &session) {
                 (Some(link), _, _) => link,
-                (None, Some(lane), Some(s)) => {
-                    let load = || load(upstream, public_path, Arc::clone(&lane.notes), s);
-                    lane.link.get_or_try_init(load).await?.clone()
-                }
+                (None, Some(lane), Some(s)) => lane.link(&upstream, &public_path, s).await?,
                 _ => return Err(lost("this node no longer serves this gateway session")),
             };
             if method != "logging/setLevel" {
@@ -225,10 +237,8 @@ impl Host for GatewayHost {
         tokio::spawn(async move {
             let mut wait = REOPEN;
             let link = loop {
-                let load =
-                    || load(upstream.clone(), Arc::clone(&public_path), Arc::clone(&lane.notes), &session);
                 let read = tokio::select! {
-                    r = lane.link.get_or_try_init(load) => r.cloned(),
+                    r = lane.link(&upstream, &public_path, &session) => r,
                     _ = session.closed() => return forget(&lanes, &session, &lane),
                 };
                 match read {

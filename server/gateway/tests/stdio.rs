@@ -173,39 +173,5 @@ fn kill9(pid: u32) {
 async fn server_everything_progress_resumes_through_a_cut() {
     let dir = tempdir();
     let g = bridge_to(&dir, "node_modules/@modelcontextprotocol/server-everything/dist/index.js stdio").await;
-    let sid = g.initialize().await;
-    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
-        "name":"trigger-long-running-operation","arguments":{"duration":2,"steps":20},
-        "_meta":{"progressToken":"p-7"}}});
-    let mut sse = SseReader::new(g.post(Some(&sid), call).await);
-    let progress = |e: &common::SseEvent| {
-        e.json()
-            .filter(|m| m["method"] == "notifications/progress")
-            .map(|m| m["params"]["progress"].as_u64().unwrap())
-    };
-    let (mut seen, mut cursor) = (vec![], None);
-    while let Some(e) = sse.next().await {
-        if let Some(p) = progress(&e) {
-            seen.push(p);
-            cursor = e.id.clone();
-        }
-        if seen.len() == 5 {
-            break;
-        }
-    }
-    drop(sse);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut sse = SseReader::new(g.get(Some(&sid), cursor.as_deref()).await);
-    let mut done = None;
-    while let Some(e) = sse.next().await {
-        if let Some(p) = progress(&e) {
-            seen.push(p);
-        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
-            done = Some(m);
-            break;
-        }
-    }
-    assert_eq!(seen, (1..=20).collect::<Vec<_>>(), "every progress notification once, in order");
-    let text = done.expect("the result")["result"]["content"][0]["text"].as_str().unwrap().to_owned();
-    assert!(text.starts_with("Long running operation completed"), "{text}");
+    support::server_everything_progress_through_a_cut(&g).await;
 }

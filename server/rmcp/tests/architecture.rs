@@ -6,28 +6,8 @@
 #[path = "../../../engine/tests/support/layering.rs"]
 mod layering;
 
-use layering::{assert_caught, Graph};
-use std::path::Path;
-
-fn graph() -> Graph {
-    Graph::of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
-}
-
-fn violations(g: &Graph) -> Vec<String> {
-    g.long_files(700).into_iter().map(|f| format!("{f} is over 700 lines")).collect()
-}
-
 #[test]
 fn no_source_file_is_over_700_lines() {
-    let g = graph();
-    assert!(g.modules.contains_key("host"), "found only {:?}", g.modules.keys());
-    let v = violations(&g);
-    assert!(v.is_empty(), "{}", v.join("\n"));
-}
-
-#[test]
-fn the_limit_catches_a_longer_file() {
-    let g = graph();
-    let longer = format!("{}{}", g.modules["host"].code, "\n".repeat(700));
-    assert_caught(&g, &violations, "host", longer, "over 700 lines");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    layering::check_file_limit(&src, "host", 700);
 }

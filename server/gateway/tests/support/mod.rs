@@ -4,8 +4,8 @@
 // Each test file uses its part.
 #![allow(dead_code)]
 
-use crate::common::SseReader;
-use serde_json::Value;
+use crate::common::{SseReader, TestServer};
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -81,4 +81,47 @@ pub async fn drain(
         }
     }
     (seqs, None, ids)
+}
+
+/// `@modelcontextprotocol/server-everything`'s long-running tool through
+/// the gateway `g`: its progress notifications (routed by their
+/// `progressToken`) reach the call's stream, which is cut after 5 of them
+/// and resumed at the gateway; every later one comes once, in order, then
+/// the result.
+pub async fn server_everything_progress_through_a_cut(g: &TestServer) {
+    let sid = g.initialize().await;
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"trigger-long-running-operation","arguments":{"duration":2,"steps":20},
+        "_meta":{"progressToken":"p-7"}}});
+    let r = g.post(Some(&sid), call).await;
+    assert_eq!(r.status(), 200);
+    let mut sse = SseReader::new(r);
+    let progress = |e: &crate::common::SseEvent| {
+        e.json()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| m["params"]["progress"].as_u64().unwrap())
+    };
+    let (mut seen, mut cursor) = (vec![], None);
+    while let Some(e) = sse.next().await {
+        cursor = e.id.clone().or(cursor);
+        seen.extend(progress(&e));
+        if seen.len() == 5 {
+            break;
+        }
+    }
+    drop(sse);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut sse = SseReader::new(g.get(Some(&sid), cursor.as_deref()).await);
+    let mut done = None;
+    while let Some(e) = sse.next().await {
+        if let Some(p) = progress(&e) {
+            seen.push(p);
+        } else if let Some(m) = e.json().filter(|m| m.get("id").is_some()) {
+            done = Some(m);
+            break;
+        }
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>(), "every progress notification once, in order");
+    let text = done.expect("the result")["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Long running operation completed"), "{text}");
 }
