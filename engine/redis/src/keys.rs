@@ -55,6 +55,12 @@ pub(crate) fn node_requests(prefix: &str, node: &str) -> String {
     format!("{prefix}node:{node}:requests")
 }
 
+/// The sessions a node pins (`pin.lua`): the reaper of a dead node lets go
+/// of its pins.
+pub(crate) fn node_pinned(prefix: &str, node: &str) -> String {
+    format!("{prefix}node:{node}:pinned")
+}
+
 /// The lock a reaper holds while it answers a dead node's requests.
 pub(crate) fn reap_lock(prefix: &str, node: &str) -> String {
     format!("{prefix}reap:{node}")

@@ -60,7 +60,7 @@ pub use facts::{RedisFacts, ReplayPlan};
 pub use model::{
     Appended, Attach, OwnEvent, Position, RequestAt, StoredEvent, StoredSession, Tail, TailEntry,
 };
-pub use notify::{Announced, Notifier, Watch};
-pub use session::REPLAY_CHUNKS;
+pub use notify::{Announced, Notifier, Watch, DEAF_ENV};
+pub use session::{Probe, Standalone, REPLAY_CHUNKS};
 pub use task_events::{TaskEventBatch, TaskEventBounds, TaskEventsMeta, TaskEventsRead};
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

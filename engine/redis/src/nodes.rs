@@ -99,6 +99,8 @@ impl RedisStore {
                 }
                 self.cmd::<()>(redis::cmd("HDEL").arg(node_requests(&p, node)).arg(&field)).await?;
             }
+            // Its pins go: its connections did with it.
+            self.unpin_all(node).await?;
             self.cmd::<()>(redis::cmd("ZREM").arg(nodes(&p)).arg(node)).await?;
             self.cmd::<()>(redis::cmd("DEL").arg(reap_lock(&p, node))).await?;
         }

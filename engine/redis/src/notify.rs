@@ -34,6 +34,15 @@ struct Watched {
     count: usize,
 }
 
+impl Watched {
+    /// Makes the follower read the log: something may have been announced
+    /// unheard.
+    fn wake(&self) {
+        self.heard.other.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+}
+
 /// What was announced of a session since its follower last looked.
 #[derive(Debug, Default)]
 struct Heard {
@@ -140,7 +149,14 @@ impl Notifier {
         let table: Table = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         let (bus, _) = broadcast::channel(1024);
-        tokio::spawn(run(seed, prefix.to_owned(), Arc::clone(&table), rx, bus.clone()));
+        // A test's way to lose announcements as a broken link between
+        // Redis Cluster nodes may (docs/SPEC.md §8.8): the safety net alone
+        // must then bring every event.
+        let deaf = std::env::var_os(DEAF_ENV).is_some_and(|v| v == "1");
+        if deaf {
+            tracing::warn!("{DEAF_ENV}=1: this node ignores every session's announcements");
+        }
+        tokio::spawn(run(seed, prefix.to_owned(), Arc::clone(&table), rx, bus.clone(), deaf));
         Ok(Notifier { table, tx, bus })
     }
 
@@ -149,6 +165,21 @@ impl Notifier {
     /// that is not connected).
     pub fn bus(&self) -> broadcast::Receiver<bytes::Bytes> {
         self.bus.subscribe()
+    }
+
+    /// Wakes session `id`'s follower, if this node watches it, as an
+    /// announcement that names no head would: it reads the log. The safety
+    /// net behind lost announcements calls it, and so does a request that
+    /// waits for its replica to catch up.
+    pub fn wake(&self, id: &SessionId) {
+        if let Some(w) = lock(&self.table).get(id) {
+            w.wake();
+        }
+    }
+
+    /// The sessions this node watches.
+    pub fn watched(&self) -> Vec<SessionId> {
+        lock(&self.table).keys().copied().collect()
     }
 
     /// Watches session `id`.
@@ -171,9 +202,29 @@ impl Notifier {
     }
 }
 
+/// The environment variable that makes a node ignore every session's
+/// announcements (`1`), for tests of the safety net.
+pub const DEAF_ENV: &str = "GAPLESS_TEST_IGNORE_ANNOUNCEMENTS";
+
 /// How long connecting (or learning the cluster's nodes) may take before
 /// the notifier tries elsewhere.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where to connect next time: the node just reached, then its cluster's
+/// other nodes and the seed, each once.
+fn learnt(
+    reached: &redis::ConnectionInfo,
+    peers: Vec<redis::ConnectionInfo>,
+    seed: &redis::ConnectionInfo,
+) -> Vec<redis::ConnectionInfo> {
+    let mut learnt = vec![reached.clone()];
+    for n in peers.into_iter().chain([seed.clone()]) {
+        if learnt.iter().all(|l| l.addr().to_string() != n.addr().to_string()) {
+            learnt.push(n);
+        }
+    }
+    learnt
+}
 
 async fn run(
     seed: redis::ConnectionInfo,
@@ -181,6 +232,7 @@ async fn run(
     table: Table,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     bus_tx: broadcast::Sender<bytes::Bytes>,
+    deaf: bool,
 ) {
     let bus_channel = bus(&prefix);
     let mut backoff = Duration::from_millis(50);
@@ -217,13 +269,7 @@ async fn run(
         // reached first).
         let peers = crate::conn::cluster_peers(&info, CONNECT_TIMEOUT).await;
         if !peers.is_empty() {
-            let mut learnt = vec![info.clone()];
-            for n in peers.into_iter().chain([seed.clone()]) {
-                if learnt.iter().all(|l| l.addr().to_string() != n.addr().to_string()) {
-                    learnt.push(n);
-                }
-            }
-            nodes = learnt;
+            nodes = learnt(&info, peers, &seed);
             next = 0;
         }
         backoff = Duration::from_millis(50);
@@ -240,14 +286,22 @@ async fn run(
             continue;
         }
         for w in lock(&table).values() {
-            w.heard.other.store(true, Ordering::Release);
-            w.notify.notify_one();
+            w.wake();
         }
         loop {
             tokio::select! {
                 cmd = rx.recv() => {
                     let r = match cmd {
-                        Some(Cmd::Subscribe(id)) => sink.subscribe(channel(&prefix, &id)).await,
+                        Some(Cmd::Subscribe(id)) => {
+                            let r = sink.subscribe(channel(&prefix, &id)).await;
+                            // What was announced before the subscription
+                            // took effect went unheard: the follower reads
+                            // the log once more, now that it hears.
+                            if let (Ok(()), Some(w)) = (&r, lock(&table).get(&id)) {
+                                w.wake();
+                            }
+                            r
+                        }
                         Some(Cmd::Unsubscribe(id)) => sink.unsubscribe(channel(&prefix, &id)).await,
                         None => return,
                     };
@@ -259,9 +313,7 @@ async fn run(
                     let Some(msg) = msg else { break };
                     if msg.get_channel_name() == bus_channel {
                         let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
-                        continue;
-                    }
-                    if let Some(id) = session_of_channel(&prefix, msg.get_channel_name()) {
+                    } else if let (false, Some(id)) = (deaf, session_of_channel(&prefix, msg.get_channel_name())) {
                         if let Some(w) = lock(&table).get(&id) {
                             w.heard.note(msg.get_payload_bytes());
                             w.notify.notify_one();

@@ -41,6 +41,9 @@ pub(crate) struct Scripts {
     pub(crate) orphan: Script,
     pub(crate) issue_ticket: Script,
     pub(crate) redeem_ticket: Script,
+    pub(crate) pin: Script,
+    pub(crate) standalone: Script,
+    pub(crate) probe: Script,
     /// A lease key (one key, not a session's five): take it if free or
     /// ours (ARGV: holder, ms), refresh it if ours, or drop it if ours.
     pub(crate) lease_take: Script,
@@ -67,6 +70,9 @@ impl Scripts {
             orphan: script(include_str!("lua/orphan.lua")),
             issue_ticket: script(include_str!("lua/issue_ticket.lua")),
             redeem_ticket: script(include_str!("lua/redeem_ticket.lua")),
+            pin: script(include_str!("lua/pin.lua")),
+            standalone: script(include_str!("lua/standalone.lua")),
+            probe: script(include_str!("lua/probe.lua")),
             lease_take: Script::new(LEASE_TAKE),
             lease_drop: Script::new(LEASE_DROP),
         }
@@ -74,7 +80,7 @@ impl Scripts {
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 19] {
+    pub(crate) fn all(&self) -> [&Script; 22] {
         [
             &self.create,
             &self.lookup,
@@ -93,6 +99,9 @@ impl Scripts {
             &self.orphan,
             &self.issue_ticket,
             &self.redeem_ticket,
+            &self.pin,
+            &self.standalone,
+            &self.probe,
             &self.lease_take,
             &self.lease_drop,
         ]

@@ -4,46 +4,16 @@
 //! session to another node.
 
 mod common;
+#[path = "common/node.rs"]
+mod node;
 
 use common::SseReader;
 use gapless_redis::testing::{free_port, RedisServer};
+use node::Node;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `gapless-server` process in cluster mode, killed on drop.
-struct Node {
-    child: Child,
-    url: String,
-}
-
-impl Node {
-    fn start(redis: &str, extra: &[&str]) -> Node {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
-            .args(["--bind", &format!("127.0.0.1:{port}"), "--redis-url", redis])
-            .args(extra)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the gapless-server binary");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "node on port {port} did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Node { child, url: format!("http://127.0.0.1:{port}/mcp") }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn http() -> reqwest::Client {
     reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap()

@@ -471,6 +471,21 @@ impl SessionStore {
         Ok(())
     }
 
+    /// This node's connection generation in a standalone stream's holder
+    /// (`<node>:<generation>`), if the holder is of this node.
+    pub(crate) fn generation_of(&self, holder: &str) -> Option<u64> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        holder.strip_prefix(cluster.node.as_str())?.strip_prefix(':')?.parse().ok()
+    }
+
+    /// Counts a connection of this node open on the session until the guard
+    /// drops: in a cluster one that stays open pins the session in the
+    /// store, so that it does not expire (`docs/SPEC.md` §8.1).
+    pub(crate) fn connected(&self, session: &Session) -> Option<cluster::Pinned> {
+        let SessionStore::Cluster { cluster, .. } = self else { return None };
+        Some(cluster.connected(session.id()))
+    }
+
     /// Whether the session lives in a cluster's store.
     pub(crate) fn shared(&self) -> bool {
         matches!(self, SessionStore::Cluster { .. })

@@ -144,6 +144,7 @@ async fn run_socket(
     shutdown: tokio_util::sync::CancellationToken,
 ) {
     let _guard = sess.hub.connect(&sess.session);
+    let _pinned = sess.store.connected(&sess.session);
     sess.metrics.sockets_open.inc();
     let (mut tx, mut rx) = ws.split();
     let (gen, ended) = attach;

@@ -7,6 +7,7 @@
 //! A connection that dies before that never marks its last chunk, so a
 //! cursor the client could not hold is never accepted as delivered.
 
+use crate::backend::cluster::Pinned;
 use crate::backend::{Feed, StoreError};
 use crate::session::{Claim, Lane, SessionState};
 use crate::vocab::secret::SessionTag;
@@ -147,6 +148,8 @@ pub(crate) struct SseBody {
     /// That round's end.
     round: Arc<Round>,
     _guard: ConnectionGuard,
+    /// In a cluster: the connection counted for the session's pin.
+    _pinned: Option<Pinned>,
 }
 
 impl SseBody {
@@ -159,6 +162,7 @@ impl SseBody {
         preface: Option<Bytes>,
     ) -> Self {
         let guard = sess.hub.connect(&sess.session);
+        let pinned = sess.store.connected(&sess.session);
         sess.metrics.sse_open.inc();
         let period = sess.config.keepalive;
         let mut keepalive = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -188,6 +192,7 @@ impl SseBody {
             partial: None,
             round: Arc::default(),
             _guard: guard,
+            _pinned: pinned,
         }
     }
 }

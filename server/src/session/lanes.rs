@@ -71,6 +71,16 @@ impl Lanes {
         });
     }
 
+    /// Ends connection `gen` of `lane`, if it is still the current one.
+    pub(crate) fn end_gen(&self, lane: Lane, gen: u64) {
+        let mut map = lock(&self.held);
+        if map.get(&lane).is_some_and(|(g, _)| *g == gen) {
+            if let Some((_, t)) = map.remove(&lane) {
+                t.cancel();
+            }
+        }
+    }
+
     /// Ends the connection that carries `lane` now, if any.
     pub(crate) fn end(&self, lane: Lane) {
         if let Some((_, t)) = lock(&self.held).remove(&lane) {

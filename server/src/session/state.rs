@@ -340,6 +340,15 @@ impl SessionState {
         self.lanes.end(Lane::Stream(stream.id()));
     }
 
+    /// Ends the standalone stream's connection if it is `holder` (a
+    /// cluster's `<node>:<generation>` of this node): another node took the
+    /// stream over, this node having been taken for dead.
+    pub(crate) fn end_standalone_held_as(&self, holder: &str) {
+        if let Some(gen) = self.store.generation_of(holder) {
+            self.lanes.end_gen(Lane::Stream(self.session.standalone().id()), gen);
+        }
+    }
+
     /// Ends every SSE connection of the session (migration to a WebSocket);
     /// the socket's own registration stays.
     pub(crate) fn end_all_sse_streams(&self) {

@@ -214,6 +214,11 @@ impl Sessions {
                     s.end_all_sse_streams();
                 }
             }
+            BusMessage::StandaloneTaken { sid, holder } => {
+                if let Some(s) = self.by_id(&sid) {
+                    s.end_standalone_held_as(&holder);
+                }
+            }
             BusMessage::TaskChanged { id, ended } => {
                 if let Some(f) = lock(&self.on_task).as_ref() {
                     f(&id, ended);

@@ -11,7 +11,12 @@
 --                     mig ('1' once a WebSocket redeemed a ticket), rw (the
 --                     highest seq a node saw that the store no longer has:
 --                     lost in a failover; absent for none), tu (when the
---                     keys' TTLs were last refreshed, Redis's ms; touch_due)
+--                     keys' TTLs were last refreshed, Redis's ms; touch_due),
+--                     pins (how many nodes pin the session, each while it
+--                     has a connection open on it; absent for none), p:<node>
+--                     ('1' for each such node; pin.lua), sa (the standalone
+--                     stream's holder; standalone.lua), v:<name> (the
+--                     application's values; set_value.lua)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
 --                     stream, 0 for none), n (nonce, 16 hex), o (the node
@@ -82,7 +87,7 @@ local function failed(v)
 end
 
 local META_FIELDS = { 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget', 'ttl', 'pv',
-  'mig', 'rw', 'tu' }
+  'mig', 'rw', 'tu', 'pins' }
 
 local function meta_parse(v)
   if not v[1] then
@@ -92,7 +97,7 @@ local function meta_parse(v)
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
     budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1', rw = num(v[14], 0),
-    tu = num(v[15], 0),
+    tu = num(v[15], 0), pins = num(v[16], 0),
   }
 end
 
@@ -146,7 +151,12 @@ local function rec_str(r)
   return string.format('%d %d %d %d %d %d', r.first, r.high, r.published, r.delivered, r.dindex, r.ended)
 end
 
+-- Gives every key the idle timeout as its TTL, from now; a pinned session's
+-- keys keep none (pin.lua).
 local function touch(m)
+  if m.pins > 0 then
+    return
+  end
   for i = 1, 7 do
     redis.call('PEXPIRE', KEYS[i], m.ttl)
   end
@@ -320,10 +330,15 @@ end
 
 -- Refreshes the keys' idle TTL (touch) when `force`, or when the last
 -- refresh (meta `tu`, Redis's clock) is older than an eighth of the TTL:
--- the hot scripts pay one TIME a call instead of seven PEXPIREs. A script
+-- the hot scripts pay one TIME a call instead of seven PEXPIREs (and a
+-- pinned session's nothing: its keys keep no TTL while pinned). A script
 -- forces it after a write that may have created a key (a key created since
 -- the last refresh has no TTL yet).
 local function touch_due(m, force)
+  if m.pins > 0 then
+    -- Pinned: no key has a TTL, nor gets one (pin.lua).
+    return
+  end
   local now = now_ms()
   if force or now - m.tu >= m.ttl / 8 then
     -- These scripts did not ask every key's TYPE: a key of another type

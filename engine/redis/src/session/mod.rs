@@ -1,7 +1,8 @@
 //! A session's operations on the store, one file per job: its life
 //! (`lifecycle.rs`), writing its log (`log.rs`), reading it (`reads.rs`),
 //! the decision table (`resume.rs`), migration tickets (`tickets.rs`),
-//! leases (`leases.rs`) and delivery marks (`marks.rs`). Each is one Lua
+//! leases (`leases.rs`), delivery marks (`marks.rs`), and what keeps an idle
+//! session alive and watched at no per-session cost (`pins.rs`). Each is one Lua
 //! script (or a direct read) on the session's keys, which share one hash
 //! slot (`keys.rs`).
 
@@ -9,8 +10,10 @@ mod leases;
 mod lifecycle;
 mod log;
 mod marks;
+mod pins;
 mod reads;
 mod resume;
 mod tickets;
 
+pub use pins::{Probe, Standalone};
 pub use reads::REPLAY_CHUNKS;

@@ -37,6 +37,15 @@ pub(crate) enum BusMessage {
         /// The session.
         sid: String,
     },
+    /// A node took the standalone stream of session `sid` from `holder`
+    /// (`<node>:<generation>`), whose node's lease had expired: should that
+    /// node be alive after all, its connection ends.
+    StandaloneTaken {
+        /// The session.
+        sid: String,
+        /// The holder before.
+        holder: String,
+    },
     /// A node changed task `id`'s record (`tasks/cancel`, `tasks/update`):
     /// the node running its work stops it (`ended`) or wakes it for its
     /// input, at once rather than at its next look at the record.

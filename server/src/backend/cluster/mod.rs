@@ -14,6 +14,7 @@
 
 mod apply;
 mod bus;
+mod keeper;
 mod keyed_lock;
 mod replica;
 mod resume;
@@ -21,6 +22,7 @@ mod resume;
 pub(crate) use apply::Applier;
 pub(crate) use apply::{OnGone, PREFIX};
 pub(crate) use bus::BusMessage;
+pub(crate) use keeper::Pinned;
 pub(super) use resume::{redeem, resume_stream, standalone, upgrade};
 
 use super::{OnBus, SessionStore, Table};
@@ -62,6 +64,9 @@ pub(crate) struct Cluster {
     /// One attach at a time on this node (two requests of a new session
     /// arriving together would otherwise make two replicas).
     attaching: KeyedLock,
+    /// This node's open connections by session, its pins, and the safety
+    /// net's turn (`keeper.rs`).
+    pins: keeper::Pins,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -79,13 +84,21 @@ impl Cluster {
             getrandom::getrandom(&mut b).expect("the OS CSPRNG is available");
             u64::from_le_bytes(b)
         });
-        Ok(Cluster { store, node, notifier, followers: Mutex::default(), attaching: KeyedLock::default() })
+        Ok(Cluster {
+            store,
+            node,
+            notifier,
+            followers: Mutex::default(),
+            attaching: KeyedLock::default(),
+            pins: keeper::Pins::default(),
+        })
     }
 
     /// Starts the node's background work: its lease, the reaper of dead
     /// nodes' requests, and the bus (responses to server → client requests
     /// and cancellations posted to another node). Ends on `shutdown`.
     pub(crate) fn start(self: &Arc<Self>, on_bus: OnBus, shutdown: CancellationToken) {
+        self.keep(shutdown.clone());
         let me = Arc::clone(self);
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -146,9 +159,13 @@ impl Cluster {
         }
     }
 
-    /// The seq this node's replica of `id` has applied, to wait on.
+    /// The seq this node's replica of `id` has applied, to wait on. Its
+    /// follower reads the log now (an announcement it waits for may have
+    /// been lost).
     pub(crate) fn applied(&self, id: &SessionId) -> Option<watch::Receiver<u64>> {
-        lock(&self.followers).get(id).map(|f| f.applier.applied())
+        let applied = lock(&self.followers).get(id).map(|f| f.applier.applied());
+        self.notifier.wake(id);
+        applied
     }
 }
 

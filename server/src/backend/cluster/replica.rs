@@ -15,17 +15,18 @@ use crate::backend::SessionStore;
 use crate::vocab::secret::SessionTag;
 use crate::vocab::sync::lock;
 use gapless::{Hub, Namespace, Seq, Session, SessionId, StreamId};
-use gapless_redis::{Appender, Attach, Sink, TailEntry, Written};
-use std::sync::{Arc, Weak};
+use gapless_redis::{Appender, Attach, Position, Sink, TailEntry, Written};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Log entries a follower reads per call.
 const TAIL_BATCH: usize = 512;
 
-/// A follower re-reads the log this often even without an announcement
-/// (an expired session announces nothing).
-const TAIL_POLL: Duration = Duration::from_millis(500);
+/// How long a follower waits before it reads the log again after the store
+/// did not answer (at first; doubling up to [`RETRY_MAX`]).
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// A follower of one session on this node: its replica, the replica's
 /// writer, and how to stop it.
@@ -33,6 +34,9 @@ pub(super) struct Follower {
     pub(super) session: Weak<Session>,
     pub(super) applier: Arc<Applier>,
     pub(super) stop: CancellationToken,
+    /// The entry of the log it read last (the safety net compares it with
+    /// the log's last, `keeper.rs`).
+    pub(super) place: Arc<Mutex<Position>>,
 }
 
 impl Cluster {
@@ -85,15 +89,20 @@ impl Cluster {
         let appender = Appender::for_node(self.store.clone(), id, self.node.clone(), Some(sink));
         applier.set_queue(appender.gauge());
         let stop = CancellationToken::new();
-        let follower =
-            Follower { session: Arc::downgrade(&session), applier: Arc::clone(&applier), stop: stop.clone() };
+        let shared_place = Arc::new(Mutex::new(at.position));
+        let follower = Follower {
+            session: Arc::downgrade(&session),
+            applier: Arc::clone(&applier),
+            stop: stop.clone(),
+            place: Arc::clone(&shared_place),
+        };
         if let Some(old) = lock(&self.followers).insert(id, follower) {
             old.stop.cancel();
         }
         let watch = self.notifier.watch(id);
         let me = Arc::clone(self);
         let (s, a) = (Arc::clone(&session), Arc::clone(&applier));
-        let place = Place { position: at.position, check: at.check };
+        let place = Place { position: at.position, check: at.check, shared: shared_place };
         tokio::spawn(async move {
             me.follow(s, place, a, watch, stop, on_gone).await;
         });
@@ -110,8 +119,10 @@ impl Cluster {
     /// It reads the log only when something but this node's appends may be
     /// in it: an announcement that names no head (a stream's end, a
     /// migration, a deletion, a reconnection of the subscriber), a head
-    /// the replica does not reach by the queue's answers, or
-    /// [`TAIL_POLL`] without a word. It reads the node's own events without
+    /// the replica does not reach by the queue's answers, or a wake-up of
+    /// the safety net (`keeper.rs`) or of a request waiting for the replica
+    /// ([`gapless_redis::Notifier::wake`]); never by a timer of its own
+    /// while the store answers. It reads the node's own events without
     /// their payloads, and back whole only when their answers did not come.
     async fn follow(
         self: Arc<Self>,
@@ -123,10 +134,12 @@ impl Cluster {
         on_gone: OnGone,
     ) {
         let id = session.id();
-        let Place { mut position, check: mut last_check } = place;
+        let Place { mut position, check: mut last_check, shared } = place;
         let mut must_read = true;
         let mut whole = false;
+        let mut retry: Option<Duration> = None;
         loop {
+            *lock(&shared) = position;
             if session.is_closed() || stop.is_cancelled() {
                 break;
             }
@@ -158,9 +171,11 @@ impl Cluster {
                     }
                     Err(e) => {
                         tracing::debug!(session = %SessionTag::of_id(&id), error = %e, "follower: store unavailable");
+                        retry = Some(retry.map_or(RETRY_FIRST, |r| (r * 2).min(RETRY_MAX)));
                         break;
                     }
                 };
+                retry = None;
                 if rewritten(&session, &tail, local, position, last_check) {
                     // Another incarnation, or the store lost events this
                     // replica holds (a failover; the store now knows up to
@@ -194,13 +209,31 @@ impl Cluster {
                     }
                 }
             }
+            *lock(&shared) = position;
+            let again = async {
+                match (retry, must_read) {
+                    (Some(r), true) => tokio::time::sleep(r).await,
+                    _ => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = watch.changed() => {}
-                _ = tokio::time::sleep(TAIL_POLL) => must_read = true,
+                _ = again => {}
                 _ = stop.cancelled() => break,
             }
         }
         self.forget(&session);
+    }
+
+    /// Where session `id`'s follower is in the log, and its replica's head.
+    pub(super) fn place_of(&self, id: &SessionId) -> Option<(Position, u64)> {
+        let (session, place) = {
+            let followers = lock(&self.followers);
+            let f = followers.get(id)?;
+            let place = *lock(&f.place);
+            (f.session.upgrade()?, place)
+        };
+        Some((place, session.reader().head().0))
     }
 
     /// Forgets `session`'s follower, if it is still the one registered.
@@ -216,8 +249,10 @@ impl Cluster {
 /// Where a follower is in the log: the entry it read last, and the nonce of
 /// the event at that entry's seq.
 struct Place {
-    position: (u64, u64),
+    position: Position,
     check: Option<u64>,
+    /// `position`, for the safety net.
+    shared: Arc<Mutex<Position>>,
 }
 
 /// Whether the store's log is no longer the one this replica follows: another

@@ -10,7 +10,7 @@ use crate::vocab::error::ApiError;
 use gapless::ring::SnapshotError;
 use gapless::session::{Refusal, ResumeRequest, Target};
 use gapless::{Event, EventId, Seq, SessionId, StreamId, Subscription};
-use gapless_redis::{ReplayError, ReplayPlan};
+use gapless_redis::{ReplayError, ReplayPlan, Standalone, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -18,10 +18,9 @@ use tokio_util::sync::CancellationToken;
 /// Events of a replay read from the store per call.
 const REPLAY_PAGE: usize = 1000;
 
-/// How long the standalone stream's cluster-wide claim lives unless its
-/// connection renews it (every third of it); a node that dies holding it
-/// frees it after this long.
-pub(crate) const STANDALONE_LEASE: Duration = Duration::from_secs(3);
+/// How often a connection that ended retries letting go of the standalone
+/// stream while the store does not answer.
+const DROP_RETRY: Duration = Duration::from_secs(1);
 
 /// The store's replay of `plan`, then the replica's events of the same
 /// target after the store's head at the decision. `Err(None)`: the window
@@ -143,13 +142,22 @@ pub(crate) async fn standalone<A: Attached>(
     let id = session.id();
     let standalone = session.standalone().clone();
     let holder = format!("{}:{gen}", c.node);
-    match c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
-        Ok(true) => {}
-        Ok(false) => return Err(ApiError::stream_busy()),
+    // This node's lane was claimed for this connection: another holder of
+    // this node is a connection that ended or is being replaced.
+    match c.store.take_standalone(&id, &holder, |_| true).await {
+        Ok(Standalone::Taken { replaced }) => {
+            if let Some(gone) = replaced.filter(|g| !g.starts_with(&format!("{}:", c.node))) {
+                // Its node was taken for dead; should it be alive after
+                // all, its connection ends.
+                c.broadcast(&BusMessage::StandaloneTaken { sid: id.to_string(), holder: gone }).await;
+            }
+        }
+        Ok(Standalone::Busy) => return Err(ApiError::stream_busy()),
+        Err(StoreError::UnknownSession) => return Err(ApiError::unknown_session()),
         Err(e) => return Err(ApiError::store_unavailable(&e)),
     }
-    // Renew the claim while the connection is open; drop it after.
-    let stop = renew_standalone_lease(c, id, holder, ended.clone());
+    // Let go of it when the connection ends.
+    let stop = release_standalone(c, id, holder, ended.clone());
     let guard = stop.drop_guard();
     for _ in 0..4 {
         let seen = session.reader().head();
@@ -179,11 +187,11 @@ pub(crate) async fn standalone<A: Attached>(
     Err(ApiError::window_kept_moving())
 }
 
-/// Renews the standalone stream's lease of `holder` every third of its
-/// life until the returned token is cancelled (the connection ended) or
-/// another holder took it (then `ended` is cancelled: the connection
-/// ends); drops it after.
-fn renew_standalone_lease(
+/// Lets go of the standalone stream of `holder` once the returned token is
+/// cancelled (the connection ended) or `ended` is (another connection
+/// took it), retrying while the store does not answer. Nothing is renewed
+/// meanwhile: the hold is valid while this node's lease is.
+fn release_standalone(
     c: &Arc<Cluster>,
     id: SessionId,
     holder: String,
@@ -192,21 +200,20 @@ fn renew_standalone_lease(
     let stop = CancellationToken::new();
     let (c, token) = (Arc::clone(c), stop.clone());
     tokio::spawn(async move {
-        let mut t = tokio::time::interval(STANDALONE_LEASE / 3);
-        t.tick().await;
-        loop {
-            tokio::select! {
-                _ = t.tick() => {
-                    if let Ok(false) = c.store.take_lease(&id, "standalone", &holder, STANDALONE_LEASE).await {
-                        ended.cancel(); // another connection holds it now
-                        break;
-                    }
-                }
-                _ = token.cancelled() => break,
-                _ = ended.cancelled() => break,
-            }
+        tokio::select! {
+            _ = token.cancelled() => {}
+            _ = ended.cancelled() => {}
         }
-        let _ = c.store.drop_lease(&id, "standalone", &holder).await;
+        for _ in 0..60 {
+            match c.store.drop_standalone(&id, &holder).await {
+                Ok(()) => return,
+                Err(e) => tracing::debug!(error = %e, "standalone stream not let go of yet"),
+            }
+            tokio::time::sleep(DROP_RETRY).await;
+        }
+        // This node's next GET of the session takes it over; another
+        // node's sees it busy until this node's lease ends.
+        tracing::warn!("the standalone stream's hold could not be let go of for a minute");
     });
     stop
 }
