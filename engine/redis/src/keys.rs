@@ -83,6 +83,17 @@ pub(crate) fn session_of_channel(prefix: &str, channel: &str) -> Option<SessionI
     SessionId::parse(rest)
 }
 
+/// The channel a task's event stream announces its writes on
+/// (`lua/task_events_append.lua`).
+pub(crate) fn task_channel(prefix: &str, task: &str) -> String {
+    format!("{prefix}task:{{{task}}}:n")
+}
+
+/// The task a channel of [`task_channel`]'s form names.
+pub(crate) fn task_of_channel<'a>(prefix: &str, channel: &'a str) -> Option<&'a str> {
+    channel.strip_prefix(prefix)?.strip_prefix("task:{")?.strip_suffix("}:n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +110,8 @@ mod tests {
         }
         assert_eq!(session_of_channel("gapless:", &channel("gapless:", &id)), Some(id));
         assert_eq!(session_of_channel("other:", &channel("gapless:", &id)), None);
+        assert_eq!(task_of_channel("gapless:", &task_channel("gapless:", "t-1")), Some("t-1"));
+        assert_eq!(task_of_channel("gapless:", &channel("gapless:", &id)), None);
+        assert_eq!(session_of_channel("gapless:", &task_channel("gapless:", "t-1")), None);
     }
 }

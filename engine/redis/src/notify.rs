@@ -12,7 +12,7 @@
 //! nodes (`CLUSTER NODES`); when its node goes away it tries the next one,
 //! and wakes every watch as after any reconnection.
 
-use crate::keys::{bus, channel, session_of_channel};
+use crate::keys::{bus, channel, session_of_channel, task_channel, task_of_channel};
 use crate::sync::lock;
 use futures_util::StreamExt as _;
 use gapless::SessionId;
@@ -24,8 +24,31 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, Notify};
 
 enum Cmd {
-    Subscribe(SessionId),
-    Unsubscribe(SessionId),
+    Subscribe(Topic),
+    Unsubscribe(Topic),
+}
+
+/// What a watch follows: a session's changes, or a task's event stream's
+/// writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Topic {
+    Session(SessionId),
+    Task(String),
+}
+
+impl Topic {
+    fn channel(&self, prefix: &str) -> String {
+        match self {
+            Topic::Session(id) => channel(prefix, id),
+            Topic::Task(id) => task_channel(prefix, id),
+        }
+    }
+
+    fn of_channel(prefix: &str, name: &str) -> Option<Topic> {
+        session_of_channel(prefix, name)
+            .map(Topic::Session)
+            .or_else(|| task_of_channel(prefix, name).map(|t| Topic::Task(t.to_owned())))
+    }
 }
 
 struct Watched {
@@ -75,7 +98,7 @@ pub struct Announced {
     pub other: bool,
 }
 
-type Table = Arc<Mutex<HashMap<SessionId, Watched>>>;
+type Table = Arc<Mutex<HashMap<Topic, Watched>>>;
 
 /// The node's subscriber. Cloning is cheap; the task ends when the last
 /// clone and every watch are dropped.
@@ -95,7 +118,7 @@ impl fmt::Debug for Notifier {
 /// Wakes its holder when its session changes (or the announcements may
 /// have been lost). Unsubscribes when the last watch of a session drops.
 pub struct Watch {
-    id: SessionId,
+    id: Topic,
     notify: Arc<Notify>,
     heard: Arc<Heard>,
     table: Table,
@@ -104,7 +127,7 @@ pub struct Watch {
 
 impl fmt::Debug for Watch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watch").field("session", &self.id).finish()
+        f.debug_struct("Watch").field("topic", &self.id).finish()
     }
 }
 
@@ -132,7 +155,7 @@ impl Drop for Watch {
             w.count -= 1;
             if w.count == 0 {
                 t.remove(&self.id);
-                let _ = self.tx.send(Cmd::Unsubscribe(self.id));
+                let _ = self.tx.send(Cmd::Unsubscribe(self.id.clone()));
             }
         }
     }
@@ -172,21 +195,26 @@ impl Notifier {
     /// net behind lost announcements calls it, and so does a request that
     /// waits for its replica to catch up.
     pub fn wake(&self, id: &SessionId) {
-        if let Some(w) = lock(&self.table).get(id) {
+        if let Some(w) = lock(&self.table).get(&Topic::Session(*id)) {
             w.wake();
         }
     }
 
-    /// The sessions this node watches.
-    pub fn watched(&self) -> Vec<SessionId> {
-        lock(&self.table).keys().copied().collect()
-    }
-
     /// Watches session `id`.
     pub fn watch(&self, id: SessionId) -> Watch {
+        self.watch_topic(Topic::Session(id))
+    }
+
+    /// Watches the writes of task `id`'s event stream (each announces the
+    /// stream's `acked`, which [`Watch::heard`] reports as its head).
+    pub fn watch_task(&self, id: &str) -> Watch {
+        self.watch_topic(Topic::Task(id.to_owned()))
+    }
+
+    fn watch_topic(&self, id: Topic) -> Watch {
         let (notify, heard) = {
             let mut t = lock(&self.table);
-            let w = t.entry(id).or_insert_with(|| Watched {
+            let w = t.entry(id.clone()).or_insert_with(|| Watched {
                 notify: Arc::new(Notify::new()),
                 // A new watch reads the log first.
                 heard: Arc::new(Heard { head: AtomicU64::new(0), other: AtomicBool::new(true) }),
@@ -194,7 +222,7 @@ impl Notifier {
             });
             w.count += 1;
             if w.count == 1 {
-                let _ = self.tx.send(Cmd::Subscribe(id));
+                let _ = self.tx.send(Cmd::Subscribe(id.clone()));
             }
             (Arc::clone(&w.notify), Arc::clone(&w.heard))
         };
@@ -276,10 +304,10 @@ async fn run(
         let (mut sink, mut stream) = pubsub.split();
         // Subscribe to everything watched now, then wake every watcher:
         // whatever was announced while no connection was up is lost.
-        let ids: Vec<SessionId> = lock(&table).keys().copied().collect();
+        let ids: Vec<Topic> = lock(&table).keys().cloned().collect();
         let mut ok = sink.subscribe(&bus_channel).await.is_ok();
         for id in &ids {
-            ok &= sink.subscribe(channel(&prefix, id)).await.is_ok();
+            ok &= sink.subscribe(id.channel(&prefix)).await.is_ok();
         }
         if !ok {
             next = (next + 1) % nodes.len();
@@ -293,7 +321,7 @@ async fn run(
                 cmd = rx.recv() => {
                     let r = match cmd {
                         Some(Cmd::Subscribe(id)) => {
-                            let r = sink.subscribe(channel(&prefix, &id)).await;
+                            let r = sink.subscribe(id.channel(&prefix)).await;
                             // What was announced before the subscription
                             // took effect went unheard: the follower reads
                             // the log once more, now that it hears.
@@ -302,7 +330,7 @@ async fn run(
                             }
                             r
                         }
-                        Some(Cmd::Unsubscribe(id)) => sink.unsubscribe(channel(&prefix, &id)).await,
+                        Some(Cmd::Unsubscribe(id)) => sink.unsubscribe(id.channel(&prefix)).await,
                         None => return,
                     };
                     if r.is_err() {
@@ -313,7 +341,7 @@ async fn run(
                     let Some(msg) = msg else { break };
                     if msg.get_channel_name() == bus_channel {
                         let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
-                    } else if let (false, Some(id)) = (deaf, session_of_channel(&prefix, msg.get_channel_name())) {
+                    } else if let (false, Some(id)) = (deaf, Topic::of_channel(&prefix, msg.get_channel_name())) {
                         if let Some(w) = lock(&table).get(&id) {
                             w.heard.note(msg.get_payload_bytes());
                             w.notify.notify_one();

@@ -7,6 +7,8 @@
 mod common;
 #[path = "common/node.rs"]
 mod node;
+#[path = "common/tasks.rs"]
+mod tasks;
 
 use common::SseReader;
 use futures_util::StreamExt as _;
@@ -15,6 +17,7 @@ use node::Node;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use tasks::{ended, task_call, task_request};
 
 /// Flags that let one test client open thousands of sessions and
 /// connections; an idle timeout of 32 s, so that a connection pins its
@@ -188,4 +191,75 @@ async fn a_follower_that_hears_no_announcement_still_brings_every_event() {
     }
     let want: Vec<u64> = (0..3).flat_map(|_| 1..=20).collect();
     assert_eq!(got, want, "every event, once, in order");
+
+    // A task's event stream read on the deaf node: every event, then the
+    // end, by the safety net's nudges.
+    let id = task(&a, 20, 50).await;
+    let t = Instant::now();
+    let r = task_request(&deaf.url, "tasks/stream", json!({"taskId": id})).await;
+    let read = tokio::time::timeout(Duration::from_secs(10), read_task_stream(r)).await;
+    let (seqs, end) = read.expect("the task's stream ends within 10 s");
+    assert_eq!((seqs, end.as_str()), ((0..20).collect::<Vec<_>>(), "ended"));
+    eprintln!("a task stream on the deaf node ended, whole, in {:?}", t.elapsed());
+}
+
+/// A task on node a, `count` events `interval_ms` apart; its id.
+async fn task(a: &Node, count: u64, interval_ms: u64) -> String {
+    let created = task_call(
+        &a.url,
+        "tools/call",
+        json!({"name": "task_events", "arguments": {"count": count, "interval_ms": interval_ms}}),
+    )
+    .await;
+    created["result"]["taskId"].as_str().expect("a task").to_owned()
+}
+
+/// Reads a `tasks/stream` to its end: the events' seqs and how it ended.
+async fn read_task_stream(r: reqwest::Response) -> (Vec<u64>, String) {
+    let mut sse = SseReader::new(r);
+    let mut seqs = vec![];
+    while let Some(e) = sse.next().await {
+        let m = e.json().unwrap();
+        if m["method"] != "notifications/tasks/event" {
+            return (seqs, ended(Some(m)));
+        }
+        seqs.push(m["params"]["seq"].as_u64().unwrap());
+    }
+    (seqs, ended(None))
+}
+
+/// 40 `tasks/stream` readers on node b of a task on node a that emits
+/// every 6 s: while nothing comes they cost Redis no read each (they wait
+/// for the stream's announcements; the node's safety net nudges 4 a
+/// second), where each polled 5 times a second and read the task's record
+/// every second before. Then each gets both events and the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_task_stream_readers_wait_to_be_told() {
+    const READERS: usize = 40;
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let id = task(&a, 2, 6000).await;
+    let readers: Vec<reqwest::Response> = futures_util::stream::iter(0..READERS)
+        .map(|_| task_request(&b.url, "tasks/stream", json!({"taskId": id})))
+        .buffered(8)
+        .collect()
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut admin).await.unwrap();
+    let window = Duration::from_secs(3);
+    tokio::time::sleep(window).await;
+    let calls = command_calls(&mut admin).await;
+    let total: u64 = calls.iter().filter(|(name, _)| name.as_str() != "info").map(|(_, n)| n).sum();
+    eprintln!("{READERS} idle task stream readers, {window:?}: {total} Redis commands {calls:?}");
+    assert!(
+        total < 100 * window.as_secs(),
+        "{total} commands in {window:?} for {READERS} idle readers: {calls:?}"
+    );
+    let ends: Vec<(Vec<u64>, String)> =
+        futures_util::stream::iter(readers).map(read_task_stream).buffered(READERS).collect().await;
+    for e in ends {
+        assert_eq!(e, (vec![0, 1], "ended".to_owned()), "every reader: both events, then the end");
+    }
 }

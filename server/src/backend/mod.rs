@@ -184,9 +184,12 @@ impl Backend {
     ) -> Option<Arc<task_store::RedisEvents>> {
         match self {
             Backend::Local => None,
-            Backend::Cluster(c) => {
-                Some(Arc::new(task_store::RedisEvents::new(c.store.clone(), Arc::clone(records), config)))
-            }
+            Backend::Cluster(c) => Some(Arc::new(task_store::RedisEvents::new(
+                c.store.clone(),
+                c.notifier().clone(),
+                Arc::clone(records),
+                config,
+            ))),
         }
     }
 

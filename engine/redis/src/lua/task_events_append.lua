@@ -8,7 +8,8 @@
 -- A batch that starts past `next` (the writer dropped events its queue could
 -- not keep, or a failover lost a batch) drops what is kept before it: what
 -- is kept stays dense, and a reader whose cursor falls in between is told
--- `events_gone`. Returns {next, oldest, acked}.
+-- `events_gone`. Every write is announced on the task's channel. Returns
+-- {next, oldest, acked}.
 local first, ack = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = tonumber(ARGV[4])
 local max_events, max_bytes, max_age = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -36,4 +37,7 @@ redis.call('HSET', KEYS[2], 'next', next, 'oldest', oldest, 'bytes', bytes, 'ack
 if ARGV[3] == '1' then redis.call('HSET', KEYS[2], 'ended', 1) end
 redis.call('PEXPIREAT', KEYS[2], ARGV[5])
 if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIREAT', KEYS[1], ARGV[5]) end
+-- Readers on every node are told (the channel is `<prefix>task:{<id>}:n`;
+-- a stream's end, or a seal, announces its acked like any write).
+redis.call('PUBLISH', string.sub(KEYS[2], 1, -3) .. 'n', acked)
 return {next, oldest, acked}

@@ -151,6 +151,11 @@ impl Cluster {
         });
     }
 
+    /// The node's subscriber to the store's announcements.
+    pub(crate) fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+
     /// Tells every node about `msg` (see [`BusMessage`]).
     pub(crate) async fn broadcast(&self, msg: &BusMessage) {
         let bytes = serde_json::to_vec(msg).expect("bus messages serialize");

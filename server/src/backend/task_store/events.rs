@@ -13,21 +13,27 @@
 //! keeps what the task's bounds keep (the oldest go first, and the stream
 //! then starts after them: `events_gone` for a cursor before).
 //!
-//! A reader ([`Follow`]) reads after its cursor, then polls (10 ms, backing
-//! off to 200 ms while nothing comes). Its stream ends with the `ended`
-//! flag the writer sets after the last event, or when the task's record is
-//! terminal and its node is gone (its lease expired: the record says
-//! `failed`), or when the task or its stream expired.
+//! A reader ([`Follow`]) reads after its cursor, then waits to be told:
+//! every write of the stream is announced on the task's channel (the node's
+//! `Notifier`), and nothing is polled per reader. The node's safety net
+//! ([`RedisEvents::watch_over`]) covers the rest: each second it looks at
+//! whether the nodes running its readers' tasks are alive (one `EXISTS`
+//! per such node, not per reader) and nudges the readers of a dead one's
+//! tasks, and it nudges [`NUDGES_PER_SECOND`] readers in turn to read again
+//! (an announcement may be lost; a task may expire). Its stream ends with
+//! the `ended` flag the writer sets after the last event, or when the
+//! task's record is terminal and its node is gone (its lease expired: the
+//! record says `failed`), or when the task or its stream expired.
 
 use crate::backend::task_store::{Lookup, TaskStore};
 use crate::vocab::sync::lock;
 use crate::vocab::time::now_ms;
 use bytes::Bytes;
 use gapless::task::{OpenError, TaskEventsConfig};
-use gapless_redis::{RedisStore, TaskEventBatch, TaskEventBounds, TaskEventsRead};
+use gapless_redis::{Notifier, RedisStore, TaskEventBatch, TaskEventBounds, TaskEventsRead, Watch};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -37,16 +43,12 @@ const MAX_BATCH: usize = 256;
 /// How many events one read of a follower asks for.
 const READ_COUNT: usize = 256;
 
-/// A follower's first wait when nothing came, doubled up to
-/// [`MAX_IDLE_POLL`].
-const MIN_IDLE_POLL: Duration = Duration::from_millis(10);
+/// How long a follower waits before it asks a store that did not answer
+/// again.
+const STORE_RETRY: Duration = Duration::from_millis(200);
 
-/// A follower's longest wait between reads.
-const MAX_IDLE_POLL: Duration = Duration::from_millis(200);
-
-/// How often an idle follower reads the task's record (its status, its
-/// node's lease).
-const RECORD_CHECK: Duration = Duration::from_secs(1);
+/// How many idle followers the node's safety net nudges per second.
+pub(crate) const NUDGES_PER_SECOND: usize = 4;
 
 /// How long a follower asks a store that does not answer again before its
 /// stream ends with the error (the client resumes at its cursor).
@@ -58,6 +60,22 @@ pub(crate) struct RedisEvents {
     records: Arc<dyn TaskStore>,
     bounds: TaskEventBounds,
     writers: Mutex<HashMap<String, Arc<Writer>>>,
+    /// The node's subscriber: followers wait for their task's announcements.
+    notifier: Notifier,
+    /// This node's followers, for the safety net.
+    followers: Mutex<Vec<Weak<Slot>>>,
+    /// The safety net's turn through `followers`.
+    turn: Mutex<usize>,
+    /// The safety net runs (started with the first follower).
+    watching: AtomicBool,
+}
+
+/// What the safety net knows of one follower.
+struct Slot {
+    /// The node running its task, once its record was read.
+    node: Mutex<Option<String>>,
+    /// Wakes it to read again and look at the task's record.
+    nudge: Notify,
 }
 
 impl std::fmt::Debug for RedisEvents {
@@ -109,13 +127,27 @@ impl Queue {
 impl RedisEvents {
     /// The streams on `store`, beside the task records `records`, each
     /// bounded by `config` as in process.
-    pub(crate) fn new(store: RedisStore, records: Arc<dyn TaskStore>, config: TaskEventsConfig) -> Self {
+    pub(crate) fn new(
+        store: RedisStore,
+        notifier: Notifier,
+        records: Arc<dyn TaskStore>,
+        config: TaskEventsConfig,
+    ) -> Self {
         let bounds = TaskEventBounds {
             max_events: config.max_events as u64,
             max_bytes: config.max_bytes as u64,
             max_age_ms: config.max_age.map_or(0, |a| (a.as_millis() as u64).max(1)),
         };
-        RedisEvents { store, records, bounds, writers: Mutex::default() }
+        RedisEvents {
+            store,
+            records,
+            bounds,
+            writers: Mutex::default(),
+            notifier,
+            followers: Mutex::default(),
+            turn: Mutex::new(0),
+            watching: AtomicBool::new(false),
+        }
     }
 
     /// Starts the writer of task `id`'s stream, which runs here (its
@@ -263,6 +295,8 @@ impl RedisEvents {
         id: &str,
         after: Option<u64>,
     ) -> Result<Follow, FollowError> {
+        // Watching before the first read: a write after it is heard.
+        let watch = self.notifier.watch_task(id);
         let read = self.read(id, after).await?;
         let (oldest, next) = match &read {
             TaskEventsRead::None => (0, 0),
@@ -276,17 +310,23 @@ impl RedisEvents {
             Some(a) => a + 1,
             None => oldest,
         };
+        let slot = Arc::new(Slot { node: Mutex::new(None), nudge: Notify::new() });
+        lock(&self.followers).push(Arc::downgrade(&slot));
+        if !self.watching.swap(true, Ordering::AcqRel) {
+            tokio::spawn(watch_over(Arc::downgrade(self)));
+        }
         let mut f = Follow {
             events: Arc::clone(self),
             task: id.to_owned(),
             from,
             buffered: VecDeque::new(),
             ended: false,
-            idle: MIN_IDLE_POLL,
-            checked: None,
+            checked: false,
             done: false,
             anchored: after.is_some(),
             failing: None,
+            watch,
+            slot,
         };
         f.take(read)?;
         Ok(f)
@@ -305,9 +345,13 @@ impl RedisEvents {
     /// first: what that writer appended and had not acked yet is made safe
     /// and served (a durable write after it: a replica that acknowledges it
     /// has everything before it), and nothing more is appended.
-    async fn over(&self, id: &str) -> Result<bool, FollowError> {
+    async fn over(&self, id: &str, slot: &Slot) -> Result<bool, FollowError> {
         let store_error = |e: String| FollowError::Store(e);
-        let expire_at_ms = match self.records.get(id, now_ms()).await.map_err(|e| store_error(e.0))? {
+        let found = self.records.get(id, now_ms()).await.map_err(|e| store_error(e.0))?;
+        if let Lookup::Found(r) = &found {
+            lock(&slot.node).clone_from(&r.node);
+        }
+        let expire_at_ms = match found {
             Lookup::Found(r) if r.status.is_terminal() => {
                 let gone = match &r.node {
                     Some(n) => !self.store.node_is_alive(n).await.map_err(|e| store_error(e.to_string()))?,
@@ -355,9 +399,8 @@ pub(crate) struct Follow {
     buffered: VecDeque<(u64, Bytes)>,
     /// The stream's end was read (served once `buffered` is).
     ended: bool,
-    idle: Duration,
-    /// When the task's record was last read (`None`: not yet).
-    checked: Option<Instant>,
+    /// The task's record was read since the follower last waited.
+    checked: bool,
     done: bool,
     /// Whether it serves from a cursor the client gave, or has served an
     /// event: until then a stream opened without a cursor starts at the
@@ -365,6 +408,10 @@ pub(crate) struct Follow {
     anchored: bool,
     /// Since when the store has not answered its reads.
     failing: Option<Instant>,
+    /// The task's announcements.
+    watch: Watch,
+    /// Its place in the safety net.
+    slot: Arc<Slot>,
 }
 
 impl Follow {
@@ -419,7 +466,7 @@ impl Follow {
                     if since.elapsed() >= STORE_PATIENCE {
                         return Some(Err(e));
                     }
-                    tokio::time::sleep(MAX_IDLE_POLL).await;
+                    tokio::time::sleep(STORE_RETRY).await;
                     continue;
                 }
             };
@@ -427,16 +474,15 @@ impl Follow {
                 return Some(Err(e));
             }
             if !self.buffered.is_empty() || self.ended {
-                self.idle = MIN_IDLE_POLL;
                 continue;
             }
             // Nothing more was acked: the end, once no more can come.
             if self.done {
                 return None;
             }
-            if self.checked.is_none_or(|c| c.elapsed() >= RECORD_CHECK) {
-                self.checked = Some(Instant::now());
-                match self.events.over(&self.task).await {
+            if !self.checked {
+                self.checked = true;
+                match self.events.over(&self.task, &self.slot).await {
                     // Read on to what was acked before, then end.
                     Ok(true) => {
                         self.done = true;
@@ -447,8 +493,49 @@ impl Follow {
                     Err(_) => {}
                 }
             }
-            tokio::time::sleep(self.idle).await;
-            self.idle = (self.idle * 2).min(MAX_IDLE_POLL);
+            // Told of a write, or nudged by the safety net (which also
+            // has the record read again).
+            tokio::select! {
+                _ = self.watch.changed() => {}
+                _ = self.slot.nudge.notified() => self.checked = false,
+            }
+            let _ = self.watch.heard();
+        }
+    }
+}
+
+/// The node's safety net behind its followers' announcements, while the
+/// node has followers: each second, one `EXISTS` per node that runs a task
+/// of a follower here (a dead node's followers are nudged: they find the
+/// task's record terminal and seal its stream, §8.11), and
+/// [`NUDGES_PER_SECOND`] followers nudged in turn.
+async fn watch_over(events: Weak<RedisEvents>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(me) = events.upgrade() else { return };
+        let slots: Vec<Arc<Slot>> = {
+            let mut f = lock(&me.followers);
+            f.retain(|w| w.strong_count() > 0);
+            f.iter().filter_map(Weak::upgrade).collect()
+        };
+        let mut nodes: Vec<String> = slots.iter().filter_map(|s| lock(&s.node).clone()).collect();
+        nodes.sort();
+        nodes.dedup();
+        for node in nodes {
+            if let Ok(false) = me.store.node_is_alive(&node).await {
+                for s in slots.iter().filter(|s| lock(&s.node).as_deref() == Some(node.as_str())) {
+                    s.nudge.notify_one();
+                }
+            }
+        }
+        if !slots.is_empty() {
+            let mut turn = lock(&me.turn);
+            for _ in 0..NUDGES_PER_SECOND.min(slots.len()) {
+                *turn = (*turn + 1) % slots.len();
+                slots[*turn].nudge.notify_one();
+            }
         }
     }
 }
