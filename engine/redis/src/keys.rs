@@ -33,12 +33,6 @@ pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
     format!("{prefix}ticket:{ticket}")
 }
 
-/// A lease key of the session (in its hash slot; deleting the session
-/// leaves it to expire on its own).
-pub(crate) fn lease(prefix: &str, id: &SessionId, name: &str) -> String {
-    format!("{prefix}{{{id}}}:lease:{name}")
-}
-
 /// The sorted set of nodes (score: their last heartbeat, ms).
 pub(crate) fn nodes(prefix: &str) -> String {
     format!("{prefix}nodes")

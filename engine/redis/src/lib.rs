@@ -61,6 +61,6 @@ pub use model::{
     Appended, Attach, OwnEvent, Position, RequestAt, StoredEvent, StoredSession, Tail, TailEntry,
 };
 pub use notify::{Announced, Notifier, Watch, DEAF_ENV};
-pub use session::{Probe, Standalone, REPLAY_CHUNKS};
+pub use session::{holder_node, Hold, Probe, REPLAY_CHUNKS, STANDALONE_HOLD};
 pub use task_events::{TaskEventBatch, TaskEventBounds, TaskEventsMeta, TaskEventsRead};
 pub use tasks::{NewTask, TaskBounds, TaskCreated};

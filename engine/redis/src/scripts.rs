@@ -4,20 +4,6 @@ use redis::Script;
 
 const LIB: &str = include_str!("lua/lib.lua");
 
-/// KEYS[1] lease, ARGV holder, ms: 1 if the caller holds it now.
-const LEASE_TAKE: &str = "local v = redis.call('GET', KEYS[1])
-if v == false or v == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0";
-
-/// KEYS[1] lease, ARGV holder: drops it if the caller holds it.
-const LEASE_DROP: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0";
-
 fn script(body: &str) -> Script {
     Script::new(&format!("{LIB}\n{body}"))
 }
@@ -42,12 +28,8 @@ pub(crate) struct Scripts {
     pub(crate) issue_ticket: Script,
     pub(crate) redeem_ticket: Script,
     pub(crate) pin: Script,
-    pub(crate) standalone: Script,
+    pub(crate) hold: Script,
     pub(crate) probe: Script,
-    /// A lease key (one key, not a session's five): take it if free or
-    /// ours (ARGV: holder, ms), refresh it if ours, or drop it if ours.
-    pub(crate) lease_take: Script,
-    pub(crate) lease_drop: Script,
 }
 
 impl Scripts {
@@ -71,16 +53,14 @@ impl Scripts {
             issue_ticket: script(include_str!("lua/issue_ticket.lua")),
             redeem_ticket: script(include_str!("lua/redeem_ticket.lua")),
             pin: script(include_str!("lua/pin.lua")),
-            standalone: script(include_str!("lua/standalone.lua")),
+            hold: script(include_str!("lua/hold.lua")),
             probe: script(include_str!("lua/probe.lua")),
-            lease_take: Script::new(LEASE_TAKE),
-            lease_drop: Script::new(LEASE_DROP),
         }
     }
 
     /// Every script, to load them all at start-up (so that a Redis that
     /// refuses scripts is found then, not on the first request).
-    pub(crate) fn all(&self) -> [&Script; 22] {
+    pub(crate) fn all(&self) -> [&Script; 20] {
         [
             &self.create,
             &self.lookup,
@@ -100,10 +80,8 @@ impl Scripts {
             &self.issue_ticket,
             &self.redeem_ticket,
             &self.pin,
-            &self.standalone,
+            &self.hold,
             &self.probe,
-            &self.lease_take,
-            &self.lease_drop,
         ]
     }
 }

@@ -15,7 +15,6 @@
 use crate::client::durable::Write;
 use crate::client::RedisStore;
 use crate::error::StoreError;
-use crate::keys::node_alive;
 use redis::Value;
 
 /// What [`RedisStore::task_create`] did.
@@ -145,10 +144,5 @@ impl RedisStore {
         let r = self.durably(&w).await?;
         // Each try's answer; the write took on any of them.
         Ok(r.iter().any(|v| matches!(v, Value::Int(1))))
-    }
-
-    /// Whether node `node`'s lease is current ([`RedisStore::heartbeat`]).
-    pub async fn node_is_alive(&self, node: &str) -> Result<bool, StoreError> {
-        self.cmd(redis::cmd("EXISTS").arg(node_alive(&self.config.prefix, node))).await
     }
 }

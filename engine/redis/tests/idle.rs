@@ -1,12 +1,12 @@
 //! What an idle session needs of the store, none of it a command per
 //! session per second (`docs/SPEC.md` §8.1, §8.3, §8.8): pins that keep a
-//! session with an open connection from expiring, the standalone stream's
-//! holder valid while its node's lease is, and the safety net's probe.
+//! session with an open connection from expiring, holds valid while their
+//! node's lease is, and the safety net's probe.
 
 use bytes::Bytes;
 use gapless::{SessionId, StreamId};
 use gapless_redis::testing::RedisServer;
-use gapless_redis::{Probe, RedisStore, Standalone, StoreConfig};
+use gapless_redis::{Hold, Probe, RedisStore, StoreConfig, STANDALONE_HOLD as SA};
 use std::time::Duration;
 
 async fn store(redis: &RedisServer, idle: Duration) -> RedisStore {
@@ -90,27 +90,31 @@ async fn the_reaper_lets_go_of_a_dead_nodes_pins() {
 }
 
 #[tokio::test]
-async fn the_standalone_stream_is_held_until_let_go_of_or_its_node_dies() {
+async fn a_hold_is_kept_until_let_go_of_or_its_node_dies() {
     let redis = RedisServer::start(&[]);
     let s = store(&redis, Duration::from_secs(60)).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     s.heartbeat("a", Duration::from_millis(300)).await.unwrap();
     s.heartbeat("b", Duration::from_secs(10)).await.unwrap();
-    let taken = |replaced: Option<&str>| Standalone::Taken { replaced: replaced.map(str::to_owned) };
-    assert_eq!(s.take_standalone(&id, "a:1", |_| false).await.unwrap(), taken(None));
-    assert_eq!(s.take_standalone(&id, "a:1", |_| false).await.unwrap(), taken(None), "the holder again");
-    assert_eq!(s.take_standalone(&id, "b:1", |_| false).await.unwrap(), Standalone::Busy, "a is alive");
-    assert_eq!(s.take_standalone(&id, "a:2", |_| false).await.unwrap(), Standalone::Busy, "a:1 is open");
-    assert_eq!(s.take_standalone(&id, "a:2", |h| h == "a:1").await.unwrap(), taken(Some("a:1")));
-    s.drop_standalone(&id, "a:1").await.unwrap(); // no longer the holder: nothing
-    assert_eq!(s.take_standalone(&id, "b:1", |_| false).await.unwrap(), Standalone::Busy);
+    let taken = |replaced: Option<&str>| Hold::Taken { replaced: replaced.map(str::to_owned) };
+    let busy = |holder: &str| Hold::Busy { holder: holder.to_owned() };
+    assert_eq!(s.take_hold(&id, SA, "a:1", |_| false).await.unwrap(), taken(None));
+    assert_eq!(s.take_hold(&id, SA, "a:1", |_| false).await.unwrap(), taken(None), "the holder again");
+    assert_eq!(s.take_hold(&id, SA, "b:1", |_| false).await.unwrap(), busy("a:1"), "a is alive");
+    assert_eq!(s.take_hold(&id, SA, "a:2", |_| false).await.unwrap(), busy("a:1"), "a:1 is open");
+    assert_eq!(s.take_hold(&id, SA, "a:2", |h| h == "a:1").await.unwrap(), taken(Some("a:1")));
+    s.drop_hold(&id, SA, "a:1").await.unwrap(); // no longer the holder: nothing
+    assert_eq!(s.take_hold(&id, SA, "b:1", |_| false).await.unwrap(), busy("a:2"));
+    // Another hold of the session is another field.
+    assert_eq!(s.take_hold(&id, "h:x", "b", |_| false).await.unwrap(), taken(None));
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(s.take_standalone(&id, "b:1", |_| false).await.unwrap(), taken(Some("a:2")), "a died");
-    s.drop_standalone(&id, "b:1").await.unwrap();
-    assert_eq!(s.take_standalone(&id, "b:2", |_| false).await.unwrap(), taken(None), "let go of");
+    assert_eq!(s.take_hold(&id, SA, "b:1", |_| false).await.unwrap(), taken(Some("a:2")), "a died");
+    s.drop_hold(&id, SA, "b:1").await.unwrap();
+    assert_eq!(s.take_hold(&id, SA, "b:2", |_| false).await.unwrap(), taken(None), "let go of");
+    assert_eq!(s.take_hold(&id, "h:x", "a", |_| false).await.unwrap(), busy("b"));
     s.delete(&id, None).await.unwrap();
-    let e = s.take_standalone(&id, "b:3", |_| false).await.unwrap_err();
+    let e = s.take_hold(&id, SA, "b:3", |_| false).await.unwrap_err();
     assert_eq!(e, gapless_redis::StoreError::UnknownSession);
 }
 

@@ -47,8 +47,14 @@ impl Host for ValuesHost {
                     Ok(json!({}))
                 }
                 "values/get" => Ok(json!({"value": s.value(&name).await.map_err(err)?})),
-                "values/hold" => {
-                    Ok(json!({"held": s.hold(&name, Duration::from_secs(5)).await.map_err(err)?}))
+                "values/hold" => Ok(json!({"held": s.hold(&name).await.map_err(err)?})),
+                "values/release" => {
+                    s.release(&name).await.map_err(err)?;
+                    Ok(json!({}))
+                }
+                "values/acquire" => {
+                    s.acquire(&name).await.map_err(err)?;
+                    Ok(json!({}))
                 }
                 "values/flush" => {
                     s.notify("notifications/message", json!({"level": "info", "data": "before"}))
@@ -126,7 +132,7 @@ async fn in_process_values_live_with_the_session_and_every_hold_is_held() {
     assert_eq!(r.status(), 204);
     assert_eq!(handle.value("k").await, Err(ValueError::Closed), "gone with the session");
     assert_eq!(handle.set_value("k", "v2").await, Err(ValueError::Closed));
-    assert_eq!(handle.hold("h", Duration::from_secs(1)).await, Err(ValueError::Closed));
+    assert_eq!(handle.hold("h").await, Err(ValueError::Closed));
     assert_eq!(attached.load(Ordering::SeqCst), 0, "no node takes a session up in process");
 }
 
@@ -151,8 +157,35 @@ async fn cluster_values_are_every_nodes_and_a_hold_is_one_nodes() {
     assert_eq!(
         rpc(&a, &sid, "values/hold", json!({"name": "h"})).await["result"],
         json!({"held": true}),
-        "renewed"
+        "the holder again"
     );
+    // b waits for it (acquire) while a holds it, and gets it once a lets
+    // go; a live holder's hold is never taken, however long it goes
+    // without a word.
+    let waiting = {
+        let (url, http, sid) = (b.url.clone(), b.http.clone(), sid.clone());
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc":"2.0","id":9,"method":"values/acquire","params":{"name":"h"}});
+            http.post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &sid)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!waiting.is_finished(), "a's hold is a's while a lives");
+    rpc(&a, &sid, "values/release", json!({"name": "h"})).await;
+    assert_eq!(rpc(&b, &sid, "values/hold", json!({"name": "h"})).await["result"], json!({"held": true}));
+    let acquired = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("acquired").unwrap();
+    assert!(acquired.contains("\"result\":{}"), "{acquired}");
+    assert_eq!(rpc(&a, &sid, "values/hold", json!({"name": "h"})).await["result"], json!({"held": false}));
     assert_eq!(rpc(&b, &sid, "values/flush", json!({})).await["result"], json!({"in_cluster": true}));
 
     // Deleted on b: a's handle learns it from the store.

@@ -14,7 +14,6 @@
 //!
 //! No message of one session can reach another's: each has its own child.
 
-use crate::hold::{renew, Unheld, HOLD_RETRY, HOLD_TTL};
 use crate::pump::{end, end_soon, gone, lost, route, Asker, Level, Notes, Routed};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::stdio::{write_line, Lines, StdioCommand};
@@ -36,6 +35,8 @@ const INITIALIZE_WAIT: Duration = Duration::from_secs(30);
 const CHILD: &str = "gateway.child";
 /// Messages waiting for a request's pump before the child's reader waits.
 const QUEUE: usize = 256;
+/// How long a node waits before it asks a store that did not answer again.
+const STORE_RETRY: Duration = Duration::from_secs(2);
 
 /// gapless-server's application that is a stdio MCP server.
 #[derive(Debug)]
@@ -229,8 +230,7 @@ impl Host for StdioHost {
             };
             // In a cluster, this node holds the session while the child
             // lives here, and a node that takes the hold over ends it.
-            let taken = tokio::time::Instant::now();
-            if !matches!(session.hold(CHILD, HOLD_TTL).await, Ok(true)) {
+            if !matches!(session.hold(CHILD).await, Ok(true)) {
                 return Err(lost("the session's hold could not be taken"));
             }
             lock(&children).insert(session.id(), Arc::clone(&child));
@@ -247,7 +247,7 @@ impl Host for StdioHost {
                     _ = session.closed() => {}
                     _ = process.wait() => {}
                     _ = notes => {}
-                    _ = held(&session, taken) => {
+                    _ = session.lost(CHILD) => {
                         tracing::warn!(session = %session.id(), "another node took the session's hold: its upstream process ends");
                     }
                 }
@@ -291,15 +291,14 @@ impl Host for StdioHost {
         let session = session.clone();
         tokio::spawn(async move {
             loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(HOLD_RETRY) => {}
-                    _ = session.closed() => return,
-                }
-                match session.hold(CHILD, HOLD_TTL).await {
-                    Ok(true) => return end(&session, "the node running its upstream process stopped"),
-                    Ok(false) => {}
+                match session.acquire(CHILD).await {
+                    Ok(()) => return end(&session, "the node running its upstream process stopped"),
                     Err(ValueError::Closed) => return,
                     Err(e) => tracing::warn!(error = %e, "the session's hold could not be read"),
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(STORE_RETRY) => {}
+                    _ = session.closed() => return,
                 }
             }
         });
@@ -312,27 +311,6 @@ impl Host for StdioHost {
             n["params"] = params.clone();
         }
         child.notes.push(n);
-    }
-}
-
-/// Keeps this node's hold of the session while its child runs; returns
-/// once another node took it (this node was taken for dead). A hold that
-/// lapsed while the store was away is taken again, so that a store's
-/// failover alone does not end the child.
-async fn held(session: &SessionHandle, mut taken: tokio::time::Instant) {
-    loop {
-        if renew(session, CHILD, taken).await == Unheld::Lost {
-            return;
-        }
-        loop {
-            tokio::time::sleep(HOLD_RETRY).await;
-            taken = tokio::time::Instant::now();
-            match session.hold(CHILD, HOLD_TTL).await {
-                Ok(true) => break,
-                Ok(false) | Err(ValueError::Closed) => return,
-                Err(_) => {}
-            }
-        }
     }
 }
 

@@ -11,7 +11,6 @@
 //! `DELETE`, expiry) deletes the upstream's, and the upstream's end (`404`)
 //! ends it.
 
-use crate::hold::{renew, HOLD_RETRY, HOLD_TTL};
 use crate::pump::{end_soon, lost, route, rpc_error, Asker, Bound, Link, Notes, Routed};
 use crate::sync::{lock, OnDrop};
 use crate::upstream::{end_to_end, metadata_url, rewrite_www_authenticate, Answer, End, Fault, Upstream};
@@ -373,6 +372,8 @@ async fn initialize_response(mut events: crate::upstream::Events) -> Result<Valu
 /// How long the standalone stream waits before it is opened again: the
 /// first wait, doubled after each failure up to the second.
 const REOPEN: Duration = Duration::from_millis(100);
+/// How long a node waits before it asks a store that did not answer again.
+const STORE_RETRY: Duration = Duration::from_secs(2);
 const REOPEN_MAX: Duration = Duration::from_secs(1);
 /// How long `initialize` waits for the upstream's standalone stream to
 /// open before it answers anyway.
@@ -411,42 +412,53 @@ async fn serve(
 /// Reads the upstream's standalone stream onto the session's whenever this
 /// node holds the session's [`HOLD`], from the cursor the last holder
 /// recorded; over when the upstream's session is gone (or the gateway's).
+/// A node that does not hold it waits, at no cost per session, until the
+/// holder's node dies (`SessionHandle::acquire`).
 async fn keep(link: &Link, session: &SessionHandle, mut first: Option<Result<Answer, Fault>>) {
     // An upstream without sessions has no standalone stream to hold: the
     // link lives until the gateway's session ends.
     if link.bound.id.is_none() {
         return std::future::pending().await;
     }
+    // The stream this node opened at the session's start is read only if
+    // this node holds the session: another node reads it otherwise.
+    if first.is_some() && matches!(session.hold(HOLD).await, Ok(false)) {
+        drop(first.take());
+    }
     loop {
-        let taken = tokio::time::Instant::now();
-        match session.hold(HOLD, HOLD_TTL).await {
-            Ok(true) => {
-                let cursor = match first {
-                    Some(_) => None,
-                    None => match session.value(CURSOR).await {
-                        Ok(c) => c,
-                        // Never from the start for want of the cursor: the
-                        // events since it would be skipped.
-                        Err(e) => {
-                            tracing::warn!(error = %e, "the standalone stream's cursor could not be read");
-                            tokio::time::sleep(HOLD_RETRY).await;
-                            continue;
-                        }
-                    },
-                };
-                tracing::debug!(session = %session.id(), ?cursor, "this node reads the upstream's standalone stream");
-                tokio::select! {
-                    _ = standalone(link, session, first.take(), cursor) => return,
-                    why = renew(session, HOLD, taken) => {
-                        tracing::warn!(session = %session.id(), ?why, "this node stops reading the upstream's standalone stream");
-                    }
-                }
-            }
-            Ok(false) => drop(first.take()),
+        match session.acquire(HOLD).await {
+            Ok(()) => {}
             Err(ValueError::Closed) => return,
-            Err(e) => tracing::warn!(error = %e, "the session's hold could not be taken"),
+            Err(e) => {
+                tracing::warn!(error = %e, "the session's hold could not be taken");
+                tokio::time::sleep(STORE_RETRY).await;
+                continue;
+            }
         }
-        tokio::time::sleep(HOLD_RETRY).await;
+        let cursor = match first {
+            Some(_) => None,
+            None => match session.value(CURSOR).await {
+                Ok(c) => c,
+                Err(ValueError::Closed) => return,
+                // Never from the start for want of the cursor: the events
+                // since it would be skipped.
+                Err(e) => {
+                    tracing::warn!(error = %e, "the standalone stream's cursor could not be read");
+                    tokio::time::sleep(STORE_RETRY).await;
+                    continue;
+                }
+            },
+        };
+        tracing::debug!(session = %session.id(), ?cursor, "this node reads the upstream's standalone stream");
+        tokio::select! {
+            _ = standalone(link, session, first.take(), cursor) => {
+                let _ = session.release(HOLD).await;
+                return;
+            }
+            _ = session.lost(HOLD) => {
+                tracing::warn!(session = %session.id(), "another node took the upstream's standalone stream over: this node stops reading it");
+            }
+        }
     }
 }
 

@@ -33,7 +33,6 @@
 
 mod bridge;
 mod front;
-mod hold;
 mod host;
 mod pump;
 mod sync;

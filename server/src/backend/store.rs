@@ -445,17 +445,55 @@ impl SessionStore {
         }))
     }
 
-    /// Takes or renews, for `ttl`, the hold named `name` on the session for
-    /// this node: `true` while this node holds it. In process, always.
-    pub(crate) async fn hold(
+    /// Takes the hold named `name` on the session for this node if it is
+    /// free or its holder's node is dead: `true` while this node holds it.
+    /// In process, always.
+    pub(crate) async fn hold(&self, session: &Session, name: &str) -> Result<bool, ValueError> {
+        let SessionStore::Cluster { cluster, .. } = self else { return Ok(true) };
+        let holder = cluster.hold(&session.id(), name).await.map_err(value_error)?;
+        Ok(holder == cluster::Holder::Me)
+    }
+
+    /// Waits until this node holds `name` (at once in process); `false`
+    /// when `closed` ends the wait first.
+    pub(crate) async fn acquire(
         &self,
         session: &Session,
         name: &str,
-        ttl: Duration,
+        closed: &CancellationToken,
     ) -> Result<bool, ValueError> {
         let SessionStore::Cluster { cluster, .. } = self else { return Ok(true) };
-        let lease = format!("app:{name}");
-        cluster.store.take_lease(&session.id(), &lease, &cluster.node, ttl).await.map_err(value_error)
+        cluster.acquire(&session.id(), name, closed).await.map_err(value_error)
+    }
+
+    /// Lets go of this node's hold `name` (nothing in process).
+    pub(crate) async fn release(&self, session: &Session, name: &str) -> Result<(), ValueError> {
+        let SessionStore::Cluster { cluster, .. } = self else { return Ok(()) };
+        cluster.release(&session.id(), name).await.map_err(value_error)
+    }
+
+    /// Resolves when another node takes this node's hold `name` over
+    /// (never in process).
+    pub(crate) async fn lost(&self, session: &Session, name: &str) {
+        match self {
+            SessionStore::Cluster { cluster, .. } => cluster.lost(&session.id(), name).await,
+            SessionStore::Local => std::future::pending().await,
+        }
+    }
+
+    /// The bus said hold `field` of session `id` is free.
+    pub(crate) fn hold_freed(&self, id: &gapless::SessionId, field: &str) {
+        if let SessionStore::Cluster { cluster, .. } = self {
+            cluster.hold_freed(&id.to_string(), field);
+        }
+    }
+
+    /// The bus said another node took hold `field` of session `id` from
+    /// `holder`.
+    pub(crate) fn hold_taken(&self, id: &gapless::SessionId, field: &str, holder: &str) {
+        if let SessionStore::Cluster { cluster, .. } = self {
+            cluster.hold_taken(&id.to_string(), field, holder);
+        }
     }
 
     /// Waits until the store answered every event published on the

@@ -130,17 +130,43 @@ impl SessionHandle {
         }
     }
 
-    /// Takes, or renews, the hold named `name` on the session for `ttl`:
-    /// `true` while this node holds it, `false` while another node of the
-    /// cluster does (it is free again once its holder has not renewed it
-    /// for `ttl`). What one node of a cluster does for a session at a time
-    /// (a gateway's reading of its upstream's standalone stream). In
-    /// process, always `true`.
-    pub async fn hold(&self, name: &str, ttl: std::time::Duration) -> Result<bool, ValueError> {
+    /// Takes the hold named `name` on the session for this node: `true`
+    /// while this node holds it, `false` while another live node of the
+    /// cluster does. What one node of a cluster does for a session at a
+    /// time (a gateway's reading of its upstream's standalone stream). A
+    /// hold lasts while its node lives (its lease in the store): nobody
+    /// renews it, and another node takes it over once that node is dead
+    /// (within about 4 s of its death). In process, always `true`.
+    pub async fn hold(&self, name: &str) -> Result<bool, ValueError> {
         if self.is_closed() {
             return Err(ValueError::Closed);
         }
-        self.sess.store.hold(&self.sess.session, name, ttl).await
+        self.sess.store.hold(&self.sess.session, name).await
+    }
+
+    /// Waits until this node holds `name` ([`SessionHandle::hold`]): at
+    /// once if nobody does, else once its holder's node is found dead (the
+    /// node looks once a second, at one store command per holding node,
+    /// not per session). [`ValueError::Closed`] when the session ends
+    /// first.
+    pub async fn acquire(&self, name: &str) -> Result<(), ValueError> {
+        match self.sess.store.acquire(&self.sess.session, name, &self.sess.closed).await? {
+            true => Ok(()),
+            false => Err(ValueError::Closed),
+        }
+    }
+
+    /// Lets go of this node's hold `name`, so that another node may take it
+    /// at once.
+    pub async fn release(&self, name: &str) -> Result<(), ValueError> {
+        self.sess.store.release(&self.sess.session, name).await
+    }
+
+    /// Resolves when another node took this node's hold `name` over: it
+    /// found this node's lease expired (a node stalled, or cut from the
+    /// store, for longer than its lease). Never in process.
+    pub async fn lost(&self, name: &str) {
+        self.sess.store.lost(&self.sess.session, name).await
     }
 
     /// Waits until every event published on the session before this call

@@ -340,12 +340,16 @@ impl SessionState {
         self.lanes.end(Lane::Stream(stream.id()));
     }
 
-    /// Ends the standalone stream's connection if it is `holder` (a
-    /// cluster's `<node>:<generation>` of this node): another node took the
-    /// stream over, this node having been taken for dead.
-    pub(crate) fn end_standalone_held_as(&self, holder: &str) {
-        if let Some(gen) = self.store.generation_of(holder) {
-            self.lanes.end_gen(Lane::Stream(self.session.standalone().id()), gen);
+    /// Another node took hold `field` of the session over from `holder`
+    /// (this node, taken for dead?): the standalone stream's connection
+    /// ends if it is `holder`; an application's hold is lost.
+    pub(crate) fn hold_taken(&self, field: &str, holder: &str) {
+        if field == gapless_redis::STANDALONE_HOLD {
+            if let Some(gen) = self.store.generation_of(holder) {
+                self.lanes.end_gen(Lane::Stream(self.session.standalone().id()), gen);
+            }
+        } else {
+            self.store.hold_taken(&self.session.id(), field, holder);
         }
     }
 

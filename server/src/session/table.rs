@@ -214,9 +214,14 @@ impl Sessions {
                     s.end_all_sse_streams();
                 }
             }
-            BusMessage::StandaloneTaken { sid, holder } => {
+            BusMessage::HoldTaken { sid, field, holder } => {
                 if let Some(s) = self.by_id(&sid) {
-                    s.end_standalone_held_as(&holder);
+                    s.hold_taken(&field, &holder);
+                }
+            }
+            BusMessage::HoldFreed { sid, field } => {
+                if let Some(s) = self.by_id(&sid) {
+                    s.store.hold_freed(&s.session.id(), &field);
                 }
             }
             BusMessage::TaskChanged { id, ended } => {

@@ -1,7 +1,7 @@
 //! A session's operations on the store, one file per job: its life
 //! (`lifecycle.rs`), writing its log (`log.rs`), reading it (`reads.rs`),
 //! the decision table (`resume.rs`), migration tickets (`tickets.rs`),
-//! leases (`leases.rs`), delivery marks (`marks.rs`), and what keeps an idle
+//! holds (`leases.rs`), delivery marks (`marks.rs`), and what keeps an idle
 //! session alive and watched at no per-session cost (`pins.rs`). Each is one Lua
 //! script (or a direct read) on the session's keys, which share one hash
 //! slot (`keys.rs`).
@@ -15,5 +15,6 @@ mod reads;
 mod resume;
 mod tickets;
 
-pub use pins::{Probe, Standalone};
+pub use leases::{holder_node, Hold, STANDALONE_HOLD};
+pub use pins::Probe;
 pub use reads::REPLAY_CHUNKS;

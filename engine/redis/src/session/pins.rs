@@ -1,30 +1,15 @@
 //! What keeps an idle session alive and watched without a command per
-//! session per second (`docs/SPEC.md` §8.1, §8.3, §8.8): a node's pin
-//! while it has a connection open on the session (`pin.lua`), the
-//! standalone stream's holder as a field of the session, valid while its
-//! node's lease is (`standalone.lua`), and the safety net's cheap look at
-//! a session's log (`probe.lua`).
+//! session per second (`docs/SPEC.md` §8.1, §8.8): a node's pin while it
+//! has a connection open on the session (`pin.lua`), and the safety net's
+//! cheap look at a session's log (`probe.lua`).
 
 use crate::client::durable::Write;
 use crate::client::RedisStore;
 use crate::error::StoreError;
-use crate::keys::{node_alive, node_pinned};
+use crate::keys::node_pinned;
 use crate::model::Position;
 use crate::reply::{script_items, text};
 use gapless::SessionId;
-
-/// What [`RedisStore::take_standalone`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Standalone {
-    /// The caller holds the standalone stream now; `replaced`: the holder
-    /// it took it from (one found gone), if any.
-    Taken {
-        /// The holder before, found gone.
-        replaced: Option<String>,
-    },
-    /// A connection of a live node holds it.
-    Busy,
-}
 
 /// What [`RedisStore::probe`] found of a session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,56 +69,6 @@ impl RedisStore {
             }
         }
         Ok(pinned.len())
-    }
-
-    /// Takes the standalone stream of session `id` for `holder`
-    /// (`<node>:<anything>`): when nobody holds it, when `holder` does, when
-    /// its holder's node's lease has expired (a node that died), or when
-    /// its holder is one of `holder`'s own node's connections that `stale`
-    /// says ended. Nobody renews it: it is valid while its node's lease is.
-    /// `Err(UnknownSession)` when the session is gone.
-    pub async fn take_standalone(
-        &self,
-        id: &SessionId,
-        holder: &str,
-        stale: impl Fn(&str) -> bool,
-    ) -> Result<Standalone, StoreError> {
-        let mut gone = String::new();
-        for _ in 0..2 {
-            let r = self
-                .call(&self.scripts.standalone, id, &[b"take", holder.as_bytes(), gone.as_bytes()])
-                .await?;
-            match text(&r[0])?.as_str() {
-                "ok" => return Ok(Standalone::Taken { replaced: (!gone.is_empty()).then_some(gone) }),
-                "busy" => {}
-                _ => return Err(StoreError::UnknownSession),
-            }
-            let current = text(&r[1])?;
-            let node = current.split(':').next().unwrap_or_default();
-            let mine = holder.split(':').next().unwrap_or_default();
-            let free = if node == mine {
-                stale(&current)
-            } else {
-                let alive: bool =
-                    self.cmd(redis::cmd("EXISTS").arg(node_alive(&self.config.prefix, node))).await?;
-                !alive
-            };
-            if !free {
-                return Ok(Standalone::Busy);
-            }
-            gone = current;
-        }
-        Ok(Standalone::Busy) // taken by yet another holder meanwhile
-    }
-
-    /// Lets go of the standalone stream of session `id` if `holder` holds
-    /// it.
-    pub async fn drop_standalone(&self, id: &SessionId, holder: &str) -> Result<(), StoreError> {
-        let r = self.call(&self.scripts.standalone, id, &[b"drop", holder.as_bytes(), b""]).await?;
-        match text(&r[0])?.as_str() {
-            "ok" | "unknown" => Ok(()),
-            other => Err(StoreError::Protocol(format!("standalone.lua answered {other:?}"))),
-        }
     }
 
     /// The position of the last entry of session `id`'s log, or

@@ -37,14 +37,25 @@ pub(crate) enum BusMessage {
         /// The session.
         sid: String,
     },
-    /// A node took the standalone stream of session `sid` from `holder`
-    /// (`<node>:<generation>`), whose node's lease had expired: should that
-    /// node be alive after all, its connection ends.
-    StandaloneTaken {
+    /// A node took hold `field` of session `sid` (the standalone stream's,
+    /// `sa`, or an application's, `h:<name>`) from `holder`, whose node's
+    /// lease had expired: should that node be alive after all, it lets go
+    /// (its standalone connection ends; its application is told).
+    HoldTaken {
         /// The session.
         sid: String,
+        /// The hold.
+        field: String,
         /// The holder before.
         holder: String,
+    },
+    /// A node let go of hold `field` of session `sid`: the nodes waiting
+    /// for it try to take it.
+    HoldFreed {
+        /// The session.
+        sid: String,
+        /// The hold.
+        field: String,
     },
     /// A node changed task `id`'s record (`tasks/cancel`, `tasks/update`):
     /// the node running its work stops it (`ended`) or wakes it for its

@@ -103,6 +103,7 @@ impl Cluster {
                 if probed.elapsed() >= Duration::from_secs(1) {
                     probed = Instant::now();
                     me.probe_some().await;
+                    me.wake_waiters_of_dead_holders().await;
                 }
             }
             // Shutting down: the connections are closing; let go of the

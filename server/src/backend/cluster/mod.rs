@@ -14,6 +14,7 @@
 
 mod apply;
 mod bus;
+mod holds;
 mod keeper;
 mod keyed_lock;
 mod replica;
@@ -22,6 +23,7 @@ mod resume;
 pub(crate) use apply::Applier;
 pub(crate) use apply::{OnGone, PREFIX};
 pub(crate) use bus::BusMessage;
+pub(crate) use holds::Holder;
 pub(crate) use keeper::Pinned;
 pub(super) use resume::{redeem, resume_stream, standalone, upgrade};
 
@@ -67,6 +69,8 @@ pub(crate) struct Cluster {
     /// This node's open connections by session, its pins, and the safety
     /// net's turn (`keeper.rs`).
     pins: keeper::Pins,
+    /// This node's waiters for holds and the holds it has (`holds.rs`).
+    holds: holds::Holds,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -91,6 +95,7 @@ impl Cluster {
             followers: Mutex::default(),
             attaching: KeyedLock::default(),
             pins: keeper::Pins::default(),
+            holds: holds::Holds::default(),
         })
     }
 

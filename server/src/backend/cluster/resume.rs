@@ -10,7 +10,7 @@ use crate::vocab::error::ApiError;
 use gapless::ring::SnapshotError;
 use gapless::session::{Refusal, ResumeRequest, Target};
 use gapless::{Event, EventId, Seq, SessionId, StreamId, Subscription};
-use gapless_redis::{ReplayError, ReplayPlan, Standalone, StoreError};
+use gapless_redis::{holder_node, Hold, ReplayError, ReplayPlan, StoreError, STANDALONE_HOLD};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -144,15 +144,16 @@ pub(crate) async fn standalone<A: Attached>(
     let holder = format!("{}:{gen}", c.node);
     // This node's lane was claimed for this connection: another holder of
     // this node is a connection that ended or is being replaced.
-    match c.store.take_standalone(&id, &holder, |_| true).await {
-        Ok(Standalone::Taken { replaced }) => {
-            if let Some(gone) = replaced.filter(|g| !g.starts_with(&format!("{}:", c.node))) {
+    match c.store.take_hold(&id, STANDALONE_HOLD, &holder, |_| true).await {
+        Ok(Hold::Taken { replaced }) => {
+            if let Some(gone) = replaced.filter(|g| holder_node(g) != c.node) {
                 // Its node was taken for dead; should it be alive after
                 // all, its connection ends.
-                c.broadcast(&BusMessage::StandaloneTaken { sid: id.to_string(), holder: gone }).await;
+                let field = STANDALONE_HOLD.to_owned();
+                c.broadcast(&BusMessage::HoldTaken { sid: id.to_string(), field, holder: gone }).await;
             }
         }
-        Ok(Standalone::Busy) => return Err(ApiError::stream_busy()),
+        Ok(Hold::Busy { .. }) => return Err(ApiError::stream_busy()),
         Err(StoreError::UnknownSession) => return Err(ApiError::unknown_session()),
         Err(e) => return Err(ApiError::store_unavailable(&e)),
     }
@@ -205,7 +206,7 @@ fn release_standalone(
             _ = ended.cancelled() => {}
         }
         for _ in 0..60 {
-            match c.store.drop_standalone(&id, &holder).await {
+            match c.store.drop_hold(&id, STANDALONE_HOLD, &holder).await {
                 Ok(()) => return,
                 Err(e) => tracing::debug!(error = %e, "standalone stream not let go of yet"),
             }
