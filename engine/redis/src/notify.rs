@@ -172,12 +172,16 @@ impl Notifier {
         let table: Table = Arc::default();
         let (tx, rx) = mpsc::unbounded_channel();
         let (bus, _) = broadcast::channel(1024);
-        // A test's way to lose announcements as a broken link between
-        // Redis Cluster nodes may (docs/SPEC.md §8.8): the safety net alone
-        // must then bring every event.
-        let deaf = std::env::var_os(DEAF_ENV).is_some_and(|v| v == "1");
-        if deaf {
-            tracing::warn!("{DEAF_ENV}=1: this node ignores every session's announcements");
+        // A test's way to lose announcements (and with `all` the bus's
+        // messages too) as a broken link between Redis Cluster nodes may
+        // (docs/SPEC.md §8.1): the safety nets alone must then do.
+        let deaf = match std::env::var(DEAF_ENV).as_deref() {
+            Ok("1") => Deaf::Announcements,
+            Ok("all") => Deaf::All,
+            _ => Deaf::No,
+        };
+        if deaf != Deaf::No {
+            tracing::warn!(?deaf, "{DEAF_ENV}: this node ignores what it hears");
         }
         tokio::spawn(run(seed, prefix.to_owned(), Arc::clone(&table), rx, bus.clone(), deaf));
         Ok(Notifier { table, tx, bus })
@@ -230,9 +234,18 @@ impl Notifier {
     }
 }
 
-/// The environment variable that makes a node ignore every session's
-/// announcements (`1`), for tests of the safety net.
+/// The environment variable that makes a node ignore every announcement
+/// of a session or a task stream (`1`), or those and the bus's messages
+/// (`all`), for tests of the safety nets.
 pub const DEAF_ENV: &str = "GAPLESS_TEST_IGNORE_ANNOUNCEMENTS";
+
+/// What a node ignores ([`DEAF_ENV`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Deaf {
+    No,
+    Announcements,
+    All,
+}
 
 /// How long connecting (or learning the cluster's nodes) may take before
 /// the notifier tries elsewhere.
@@ -260,7 +273,7 @@ async fn run(
     table: Table,
     mut rx: mpsc::UnboundedReceiver<Cmd>,
     bus_tx: broadcast::Sender<bytes::Bytes>,
-    deaf: bool,
+    deaf: Deaf,
 ) {
     let bus_channel = bus(&prefix);
     let mut backoff = Duration::from_millis(50);
@@ -340,8 +353,10 @@ async fn run(
                 msg = stream.next() => {
                     let Some(msg) = msg else { break };
                     if msg.get_channel_name() == bus_channel {
-                        let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
-                    } else if let (false, Some(id)) = (deaf, Topic::of_channel(&prefix, msg.get_channel_name())) {
+                        if deaf != Deaf::All {
+                            let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
+                        }
+                    } else if let (Deaf::No, Some(id)) = (deaf, Topic::of_channel(&prefix, msg.get_channel_name())) {
                         if let Some(w) = lock(&table).get(&id) {
                             w.heard.note(msg.get_payload_bytes());
                             w.notify.notify_one();

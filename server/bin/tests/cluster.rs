@@ -1490,15 +1490,23 @@ async fn a_task_is_created_polled_fed_and_read_on_different_nodes() {
     assert_eq!(after["result"]["status"], "cancelled", "{after}");
 }
 
-/// A task emitting events on a, read on b and cancelled on c: the bus
-/// stops a's work at once, so a `tasks/stream` opened after the cancel gets
-/// at most the few events a emitted before it heard, then the end; a
-/// second earlier, a's own look at the record, would have let about 200
-/// more through.
+/// A task emitting events on a, read on b and cancelled on c: c seals the
+/// task's stream in the store before it answers, so a `tasks/stream`
+/// opened after the cancel gets no event a's work emitted after it (the
+/// stream's `next` in the store does not move past the cancel), then the
+/// end, even though a hears no bus (its work runs on for up to a second).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_on_another_node_stops_the_tasks_events_at_once() {
     let redis = RedisServer::start(&[]);
-    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&redis.url(), &[])).collect();
+    // a hears no bus message: its work learns of the cancel from its own
+    // look at the record, a second later; the seal alone keeps what it
+    // emits meanwhile out of the stream.
+    let deaf = [(gapless_redis::DEAF_ENV, "all")];
+    let nodes: Vec<Node> = vec![
+        Node::start_with_env(&redis.url(), &[], &deaf),
+        Node::start(&redis.url(), &[]),
+        Node::start(&redis.url(), &[]),
+    ];
     let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
     let created = task_call(
         &a.url,
@@ -1509,8 +1517,12 @@ async fn a_cancel_on_another_node_stops_the_tasks_events_at_once() {
     let id = created["result"]["taskId"].as_str().expect("a task").to_owned();
     let (seen, end) = task_stream(&b.url, json!({"taskId": id}), 20).await;
     assert!(end.is_none());
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut r = client.get_multiplexed_async_connection().await.unwrap();
+    let meta = format!("gapless:task:{{{id}}}:em");
     let ack = task_call(&c.url, "tasks/cancel", json!({"taskId": id})).await;
     assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let next_at_cancel: u64 = redis::cmd("HGET").arg(&meta).arg("next").query_async(&mut r).await.unwrap();
     let got = task_call(&b.url, "tasks/get", json!({"taskId": id})).await;
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
     let after = *seen.last().unwrap();
@@ -1521,8 +1533,11 @@ async fn a_cancel_on_another_node_stops_the_tasks_events_at_once() {
     .await
     .expect("the stream of a cancelled task ends");
     assert_eq!(ended(end), "ended");
-    assert!(late.len() < 20, "{} events after the ones read before the cancel: a's work ran on", late.len());
-    eprintln!("{} events after the last one read before the cancel", late.len());
+    assert!(late.iter().all(|&s| s < next_at_cancel), "events after the cancel ({next_at_cancel}): {late:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let next: u64 = redis::cmd("HGET").arg(&meta).arg("next").query_async(&mut r).await.unwrap();
+    assert_eq!(next, next_at_cancel, "a's work appended after the cancel");
+    eprintln!("{} events after the last one read before the cancel, all before it", late.len());
 }
 
 /// `kill -9` of the node running a task: another node reports it `failed`

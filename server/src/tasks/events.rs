@@ -283,6 +283,22 @@ impl EventStreams {
         }
     }
 
+    /// Ends task `id`'s stream for every node at once (a cancel: no event
+    /// its work emits after it reaches a reader, wherever the work runs).
+    /// In process, [`EventStreams::end`]; in a cluster the stream is sealed
+    /// in the store, and events the work had queued and not written are
+    /// not written.
+    pub(crate) async fn seal(&self, id: &str, expire_at_ms: Option<u64>) {
+        self.end(id);
+        if let Kind::Cluster(c) = &self.kind {
+            if let Err(e) = c.seal(id, expire_at_ms).await {
+                // The work's node ends the stream when it hears of the
+                // cancel (the bus, or its own look at the record).
+                tracing::warn!(task = %id, error = %e, "a cancelled task's event stream was not sealed");
+            }
+        }
+    }
+
     /// Emits an event of type `kind` with `payload` on task `id`'s stream.
     pub(crate) fn emit(&self, id: &str, kind: &str, payload: &Value) -> Result<u64, TaskEventError> {
         check_type(kind)?;

@@ -122,12 +122,16 @@ impl Tasks {
                 if let Some(w) = crate::vocab::sync::lock(&self.running).get(id) {
                     w.cancel.cancel();
                 }
-                if r.status.is_terminal() {
-                    self.end_events(id);
-                }
-                // The work may run on another node: it stops at once.
                 if ended {
+                    // Sealed first: no event of the work's after this
+                    // reaches a reader, on any node.
+                    if let Some(e) = &self.events {
+                        e.seal(id, r.expires_at_ms()).await;
+                    }
+                    // The work may run on another node: it stops at once.
                     self.tell(id, true).await;
+                } else if r.status.is_terminal() {
+                    self.end_events(id);
                 }
                 Ok(json!({}))
             }

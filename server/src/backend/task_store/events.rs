@@ -365,6 +365,16 @@ impl RedisEvents {
             Lookup::Found(_) => return Ok(false),
             Lookup::Expired | Lookup::Unknown => return Ok(true),
         };
+        self.seal(id, expire_at_ms).await.map_err(store_error)?;
+        Ok(true)
+    }
+
+    /// Seals task `id`'s stream (its record expires at `expire_at_ms`): one
+    /// durable write that raises `acked` to `next` and sets `ended`, after
+    /// which no node appends to it (the writer's later batches write
+    /// nothing). A reader that finds the task's node gone seals it, and so
+    /// does the node that cancels the task, wherever it runs (§8.11).
+    pub(crate) async fn seal(&self, id: &str, expire_at_ms: Option<u64>) -> Result<(), String> {
         let now = now_ms();
         let seal = TaskEventBatch {
             task: id,
@@ -376,8 +386,7 @@ impl RedisEvents {
             expire_at_ms: expire_at_ms.unwrap_or(now + 1),
             now_ms: now,
         };
-        self.store.task_events_append(seal, self.bounds).await.map_err(|e| store_error(e.to_string()))?;
-        Ok(true)
+        self.store.task_events_append(seal, self.bounds).await.map(drop).map_err(|e| e.to_string())
     }
 }
 
