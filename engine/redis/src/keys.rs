@@ -33,7 +33,8 @@ pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
     format!("{prefix}ticket:{ticket}")
 }
 
-/// The sorted set of nodes (score: their last heartbeat, ms).
+/// The sorted set of nodes (score: when each one's lease runs out, ms by
+/// its clock, as its last heartbeat set it).
 pub(crate) fn nodes(prefix: &str) -> String {
     format!("{prefix}nodes")
 }

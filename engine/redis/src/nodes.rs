@@ -25,12 +25,17 @@ impl RequestAt {
 }
 
 impl RedisStore {
-    /// Renews node `node`'s lease for `ttl` (call it several times per `ttl`).
+    /// Renews node `node`'s lease for `ttl` (call it several times per
+    /// `ttl`): its key, and its score in the node set (when the lease runs
+    /// out, by this node's clock). The two are in different hash slots and
+    /// both are written even when one fails ([`RedisStore::node_is_alive`]
+    /// counts either); an error if either failed.
     pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<(), StoreError> {
         let p = &self.config.prefix;
         let ms = (ttl.as_millis() as u64).max(1);
-        self.cmd::<()>(redis::cmd("SET").arg(node_alive(p, node)).arg(1).arg("PX").arg(ms)).await?;
-        self.cmd::<()>(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms()).arg(node)).await
+        let key = self.cmd::<()>(redis::cmd("SET").arg(node_alive(p, node)).arg(1).arg("PX").arg(ms)).await;
+        let score = self.cmd::<()>(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms() + ms).arg(node)).await;
+        key.and(score)
     }
 
     /// Records that `node` runs request `request_id` (its JSON-RPC id, as
@@ -76,8 +81,7 @@ impl RedisStore {
         let members: Vec<String> = self.cmd(redis::cmd("ZRANGE").arg(nodes(&p)).arg(0).arg(-1)).await?;
         let mut answered = 0;
         for node in members.iter().filter(|n| n.as_str() != me) {
-            let alive: bool = self.cmd(redis::cmd("EXISTS").arg(node_alive(&p, node))).await?;
-            if alive {
+            if self.node_is_alive(node).await? {
                 continue;
             }
             let locked: Option<String> = self

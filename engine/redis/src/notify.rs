@@ -267,6 +267,28 @@ fn learnt(
     learnt
 }
 
+/// One message heard: the bus's goes to the bus's receivers, an
+/// announcement wakes its watch (unless the node is deaf to it).
+fn hear(
+    msg: &redis::Msg,
+    prefix: &str,
+    bus_channel: &str,
+    table: &Table,
+    bus_tx: &broadcast::Sender<bytes::Bytes>,
+    deaf: Deaf,
+) {
+    if msg.get_channel_name() == bus_channel {
+        if deaf != Deaf::All {
+            let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
+        }
+    } else if let (Deaf::No, Some(id)) = (deaf, Topic::of_channel(prefix, msg.get_channel_name())) {
+        if let Some(w) = lock(table).get(&id) {
+            w.heard.note(msg.get_payload_bytes());
+            w.notify.notify_one();
+        }
+    }
+}
+
 async fn run(
     seed: redis::ConnectionInfo,
     prefix: String,
@@ -352,16 +374,7 @@ async fn run(
                 }
                 msg = stream.next() => {
                     let Some(msg) = msg else { break };
-                    if msg.get_channel_name() == bus_channel {
-                        if deaf != Deaf::All {
-                            let _ = bus_tx.send(bytes::Bytes::from(msg.get_payload_bytes().to_vec()));
-                        }
-                    } else if let (Deaf::No, Some(id)) = (deaf, Topic::of_channel(&prefix, msg.get_channel_name())) {
-                        if let Some(w) = lock(&table).get(&id) {
-                            w.heard.note(msg.get_payload_bytes());
-                            w.notify.notify_one();
-                        }
-                    }
+                    hear(&msg, &prefix, &bus_channel, &table, &bus_tx, deaf);
                 }
             }
         }

@@ -214,7 +214,8 @@ async fn announcements_leases_and_the_bus_reach_across_masters() {
         streams.push(stream);
     }
     assert_eq!(s.reap("b", |_| Bytes::from_static(b"{}")).await.unwrap(), 0, "a is alive");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The lease (300 ms) and the clock skew a dead node is allowed (500 ms).
+    tokio::time::sleep(Duration::from_millis(900)).await;
     let answered =
         s.reap("b", |rid| Bytes::from(format!("{{\"id\":{rid},\"error\":-32010}}"))).await.unwrap();
     assert_eq!(answered, sessions.len(), "one answer per open request");
@@ -250,7 +251,8 @@ async fn a_request_on_a_shared_stream_is_answered_once() {
         // Node "a" died before it forgot request 1.
         shared.push((*id, stream));
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The lease (300 ms) and the clock skew a dead node is allowed (500 ms).
+    tokio::time::sleep(Duration::from_millis(900)).await;
     let answered =
         s.reap("b", |rid| Bytes::from(format!("{{\"id\":{rid},\"error\":-31002}}"))).await.unwrap();
     assert_eq!(answered, sessions.len(), "request 2 of each session, not request 1 again");

@@ -168,9 +168,11 @@ impl Backend {
     pub(crate) fn task_store(&self) -> Arc<dyn task_store::TaskStore> {
         match self {
             Backend::Local => Arc::new(task_store::MemoryTasks::new()),
-            Backend::Cluster(c) => {
-                Arc::new(task_store::RedisTasks { store: c.store.clone(), me: c.node.clone() })
-            }
+            Backend::Cluster(c) => Arc::new(task_store::RedisTasks {
+                store: c.store.clone(),
+                me: c.node.clone(),
+                judge: Arc::clone(&c.judge),
+            }),
         }
     }
 

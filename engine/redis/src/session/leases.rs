@@ -10,6 +10,11 @@ use crate::keys::node_alive;
 use crate::reply::text;
 use gapless::SessionId;
 
+/// How far two nodes' clocks may differ for [`RedisStore::node_is_alive`]:
+/// a dead node is taken for dead this long after its lease ran out, when its
+/// lease key is gone and only its score says when.
+pub(crate) const SKEW: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The standalone stream's hold (its holder: `<node>:<connection>`).
 pub const STANDALONE_HOLD: &str = "sa";
 
@@ -37,14 +42,17 @@ pub fn holder_node(holder: &str) -> &str {
 impl RedisStore {
     /// Takes hold `field` of session `id` for `holder` (`<node>` or
     /// `<node>:<anything>`): when nobody holds it, when `holder` does, when
-    /// its holder's node's lease has expired (a node that died), or when
-    /// its holder is of `holder`'s own node and `stale` says it ended.
-    /// `Err(UnknownSession)` when the session is gone.
+    /// its holder's node's lease has expired (a node that died; looked at
+    /// only with `judge_deaths`: a caller whose own view of the store is
+    /// unreliable takes nobody for dead), or when its holder is of
+    /// `holder`'s own node and `stale` says it ended. `Err(UnknownSession)`
+    /// when the session is gone.
     pub async fn take_hold(
         &self,
         id: &SessionId,
         field: &str,
         holder: &str,
+        judge_deaths: bool,
         stale: impl Fn(&str) -> bool,
     ) -> Result<Hold, StoreError> {
         let mut gone = String::new();
@@ -58,8 +66,11 @@ impl RedisStore {
                 _ => return Err(StoreError::UnknownSession),
             }
             let node = holder_node(&current);
-            let free =
-                if node == holder_node(holder) { stale(&current) } else { !self.node_is_alive(node).await? };
+            let free = if node == holder_node(holder) {
+                stale(&current)
+            } else {
+                judge_deaths && !self.node_is_alive(node).await?
+            };
             if !free {
                 break;
             }
@@ -88,8 +99,22 @@ impl RedisStore {
         Ok(score.is_some())
     }
 
-    /// Whether node `node`'s lease is alive (one `EXISTS`).
+    /// Whether node `node` is alive: its lease key is there (one
+    /// `EXISTS`), or else its score in the node set (when its lease runs out
+    /// by its own clock, [`RedisStore::heartbeat`]) is less than
+    /// [`SKEW`] ago by this node's clock. The two are in different hash
+    /// slots, so a Redis Cluster failover of the master holding one of them
+    /// (which may hold up the node's renewals of it for longer than its
+    /// lease) does not alone make a live node look dead.
     pub async fn node_is_alive(&self, node: &str) -> Result<bool, StoreError> {
-        self.cmd(redis::cmd("EXISTS").arg(node_alive(&self.config.prefix, node))).await
+        let p = &self.config.prefix;
+        if self.cmd(redis::cmd("EXISTS").arg(node_alive(p, node))).await? {
+            return Ok(true);
+        }
+        let score: Option<f64> = self.cmd(redis::cmd("ZSCORE").arg(crate::keys::nodes(p)).arg(node)).await?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Ok(score.is_some_and(|s| s as u64 + SKEW.as_millis() as u64 > now))
     }
 }

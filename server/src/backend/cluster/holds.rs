@@ -73,7 +73,7 @@ impl Cluster {
     /// those answers.
     pub(crate) async fn hold(&self, id: &SessionId, name: &str) -> Result<Holder, StoreError> {
         let f = field(name);
-        match self.store.take_hold(id, &f, &self.node, |_| false).await? {
+        match self.store.take_hold(id, &f, &self.node, self.judge.may_judge(), |_| false).await? {
             Hold::Taken { replaced } => {
                 lock(&self.holds.held).entry((*id, f.clone())).or_default();
                 if let Some(from) = replaced {

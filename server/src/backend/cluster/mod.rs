@@ -55,6 +55,9 @@ pub(crate) const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 /// node set and an `EXISTS` per other node.
 pub(crate) const REAP_EVERY: Duration = Duration::from_millis(500);
 
+/// How soon a renewal that failed is tried again.
+const RENEW_RETRY: Duration = Duration::from_millis(100);
+
 /// The store and this node's followers.
 pub(crate) struct Cluster {
     pub(crate) store: RedisStore,
@@ -71,6 +74,34 @@ pub(crate) struct Cluster {
     pins: keeper::Pins,
     /// This node's waiters for holds and the holds it has (`holds.rs`).
     holds: holds::Holds,
+    /// Whether this node may take another for dead now.
+    pub(crate) judge: Arc<Judge>,
+}
+
+/// Whether a node sees the store reliably enough to take another node for
+/// dead (`docs/SPEC.md` §8.6): only once its own lease has been renewed
+/// without a break for a lease period and a reaper period. A store outage
+/// (a Redis Cluster failover: `MOVED`, `CLUSTERDOWN`) lets every lease run
+/// out; the others get that long to renew theirs. The reaper, a task's
+/// record read as `failed`, and a hold taken from a dead node all ask it.
+#[derive(Debug, Default)]
+pub(crate) struct Judge {
+    healthy_since: Mutex<Option<tokio::time::Instant>>,
+}
+
+impl Judge {
+    /// Whether this node may take a node whose lease is gone for dead.
+    pub(crate) fn may_judge(&self) -> bool {
+        lock(&self.healthy_since).is_some_and(|t| t.elapsed() > NODE_LEASE + REAP_EVERY)
+    }
+
+    fn renewed(&self, ok: bool) {
+        let mut h = lock(&self.healthy_since);
+        match ok {
+            true => drop(h.get_or_insert_with(tokio::time::Instant::now)),
+            false => *h = None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Cluster {
@@ -96,6 +127,7 @@ impl Cluster {
             attaching: KeyedLock::default(),
             pins: keeper::Pins::default(),
             holds: holds::Holds::default(),
+            judge: Arc::default(),
         })
     }
 
@@ -109,23 +141,20 @@ impl Cluster {
         tokio::spawn(async move {
             let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
             let mut reap = tokio::time::interval(REAP_EVERY);
-            // Since when this node's lease has been renewed without a break:
-            // after a store outage every lease has run out, and the other
-            // nodes need a lease period to renew theirs before anyone may
-            // call them dead.
-            let mut healthy_since: Option<tokio::time::Instant> = None;
             loop {
                 tokio::select! {
                     _ = beat.tick() => match me.store.heartbeat(&me.node, NODE_LEASE).await {
-                        Ok(()) => {
-                            healthy_since.get_or_insert_with(tokio::time::Instant::now);
-                        }
+                        Ok(()) => me.judge.renewed(true),
                         Err(e) => {
-                            healthy_since = None;
+                            me.judge.renewed(false);
                             tracing::debug!(error = %e, "node lease not renewed");
+                            // Again soon rather than at the next beat: the
+                            // store may be back through a new topology (a
+                            // failover) before the lease runs out.
+                            beat.reset_after(RENEW_RETRY);
                         }
                     },
-                    _ = reap.tick(), if healthy_since.is_some_and(|t| t.elapsed() > NODE_LEASE + REAP_EVERY) => match me.store.reap(&me.node, orphan_answer).await {
+                    _ = reap.tick(), if me.judge.may_judge() => match me.store.reap(&me.node, orphan_answer).await {
                         Ok(0) => {}
                         Ok(n) => tracing::info!(answered = n, "answered the open requests of a node that stopped"),
                         Err(e) => tracing::debug!(error = %e, "reaper: store unavailable"),

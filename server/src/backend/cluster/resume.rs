@@ -144,7 +144,7 @@ pub(crate) async fn standalone<A: Attached>(
     let holder = format!("{}:{gen}", c.node);
     // This node's lane was claimed for this connection: another holder of
     // this node is a connection that ended or is being replaced.
-    match c.store.take_hold(&id, STANDALONE_HOLD, &holder, |_| true).await {
+    match c.store.take_hold(&id, STANDALONE_HOLD, &holder, c.judge.may_judge(), |_| true).await {
         Ok(Hold::Taken { replaced }) => {
             if let Some(gone) = replaced.filter(|g| holder_node(g) != c.node) {
                 // Its node was taken for dead; should it be alive after

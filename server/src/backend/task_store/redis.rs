@@ -24,6 +24,9 @@ const MAX_TRIES: usize = 32;
 pub(crate) struct RedisTasks {
     pub(crate) store: RedisStore,
     pub(crate) me: String,
+    /// Whether this node may take the node of a task for dead now (not
+    /// while its own view of the store is unreliable).
+    pub(crate) judge: std::sync::Arc<crate::backend::cluster::Judge>,
 }
 
 impl std::fmt::Debug for RedisTasks {
@@ -47,10 +50,12 @@ fn lost(r: &mut Record, now_ms: u64) {
 }
 
 impl RedisTasks {
-    /// Whether `r`'s work ran on a node that is gone.
+    /// Whether `r`'s work ran on a node that is gone. Never while this
+    /// node's own lease has not been renewed without a break for a while
+    /// (a failover under way: every lease may have run out).
     async fn orphaned(&self, r: &Record) -> Result<bool, StoreError> {
         match &r.node {
-            Some(n) if !r.status.is_terminal() && *n != self.me => {
+            Some(n) if !r.status.is_terminal() && *n != self.me && self.judge.may_judge() => {
                 Ok(!self.store.node_is_alive(n).await.map_err(store_error)?)
             }
             _ => Ok(false),
