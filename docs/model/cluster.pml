@@ -59,6 +59,8 @@
  *                        such a batch's mark as well)
  *   -DMARK_AFTER_WRITE   a write's mark is recorded after the chunk
  *                        is sent                                     -> (e)
+ *   -DNO_SAFETY_NET      followers are woken by announcements alone,
+ *                        LOSSES of which may be lost                 -> (b)
  *
  * Findings in the code as it was: each has a fix behind a macro (all
  * three are in the code); without it spin reports a counterexample
@@ -76,7 +78,7 @@
  *
  * Bounds: TRIES (resumes per client), DROPS (connections that drop
  * without a fault), QN (request A's notifications: 1, or 2 for batches
- * of two); scripts/model.sh sets them.
+ * of two); scripts/model.sh sets them. LOSSES (announcements lost, 1).
  */
 
 #ifndef QN
@@ -134,6 +136,36 @@ byte ln[2 * MAXS];
 #define alive(k)   ((k) == 1 || !crashed0)
 #define LN(k, s)   ln[(k) * MAXS + (s)]
 
+/* ---- pushed wake-ups (docs/SPEC.md §8.1) ----
+ * A follower reads the log only when woken: by the store's announcement of
+ * a change (every write below), by a request that waits for its replica
+ * (Cluster::applied), or by the node's safety net (keeper.rs probe_some).
+ * Up to LOSSES announcements are lost; one that arrives before the change
+ * it announces wakes a follower that finds nothing yet, which is the same
+ * as losing it. */
+#ifndef LOSSES
+#define LOSSES 1
+#endif
+bool woken[2];
+byte lost;
+#define behind(k)  (Phead != lh[k] || (lh[k] > 0 && Pn[lh[k]] != lpn[k]))
+
+/* With LOSSES 0 every announcement arrives: a follower reads whenever the
+ * log holds more (the model as it was before pushed wake-ups, with fewer
+ * states; the runs about other bugs use it). */
+#if LOSSES > 0
+#define WOKEN(k)   woken[k]
+inline announce(j) {
+  if
+  :: woken[j] = true
+  :: lost < LOSSES -> lost++; printf("MSC: announcement to node %d lost\n", j)
+  fi
+}
+#else
+#define WOKEN(k)   true
+#define announce(j) skip
+#endif
+
 /* ---- the client of request A ---- */
 #define WAITING  0
 #define ANSWER   1
@@ -190,7 +222,8 @@ inline write(x, s, term, err) {
   :: term && s == 1 -> assert(!Pend); Pend = true   /* (b) one answer per log */
   :: else -> skip
   fi;
-  dirty = true
+  dirty = true;
+  announce(0); announce(1)                 /* the script's PUBLISH */
 }
 
 /* One event with a fresh nonce (orphan.lua's answer or error, request B's
@@ -387,13 +420,16 @@ end_reaper:
 }
 #endif
 
-/* ---- followers: Cluster::follow, one tail.lua call per step ---- */
+/* ---- followers: Cluster::follow, one tail.lua call per step, only when
+ * woken; back to sleep once caught up ---- */
 proctype Follower(byte k) {
 end_follow:
   do
+#if LOSSES > 0
+  :: atomic { woken[k] && !(alive(k) && lvalid[k] && behind(k)) -> woken[k] = false }
+#endif
   :: atomic {
-       alive(k) && lvalid[k] &&
-       (Phead != lh[k] || (lh[k] > 0 && Pn[lh[k]] != lpn[k])) ->
+       alive(k) && lvalid[k] && WOKEN(k) && behind(k) ->
        note_seen(lh[k]);                      /* tail.lua, ARGV[3] */
        if
        :: Phead < lh[k] || (lh[k] > 0 && Pn[lh[k]] != lpn[k]) ->
@@ -409,6 +445,18 @@ end_follow:
   od
 }
 
+/* ---- the safety net (keeper.rs probe_some): a node looks at a session's
+ * log now and then and wakes its follower if the log holds more ---- */
+#if !defined(NO_SAFETY_NET) && LOSSES > 0
+proctype SafetyNet() {
+end_net:
+  do
+  :: atomic { alive(0) && lvalid[0] && behind(0) && !woken[0] -> woken[0] = true; printf("MSC: safety net wakes node 0\n") }
+  :: atomic { lvalid[1] && behind(1) && !woken[1] -> woken[1] = true; printf("MSC: safety net wakes node 1\n") }
+  od
+}
+#endif
+
 init {
   atomic {
     attach(0); attach(1);                    /* both nodes follow from the start */
@@ -418,6 +466,9 @@ init {
     run Reaper();
 #endif
     run Follower(0); run Follower(1);
+#if !defined(NO_SAFETY_NET) && LOSSES > 0
+    run SafetyNet();
+#endif
     run Client()
   }
 }
@@ -592,7 +643,11 @@ resume:
   :: seen > phead -> atomic { if :: lvalid[k] -> drop(k) :: else -> skip fi }; goto resume
   :: else -> skip
   fi;
-  /* caught_up(plan.to) (5 s), then subscribe_stream(stream, plan.to) */
+  /* caught_up(plan.to) (5 s), then subscribe_stream(stream, plan.to); it
+   * wakes the follower first (an announcement it waits for may be lost) */
+#if LOSSES > 0
+  woken[k] = true;
+#endif
   if
   :: atomic { lvalid[k] && lh[k] >= to && to >= lbase[k] ->
 #ifdef FIX_HANDOFF_CHECK

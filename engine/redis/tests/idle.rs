@@ -130,12 +130,18 @@ async fn a_probe_reads_the_logs_last_entry_and_writes_nothing() {
     let mut c = admin(&redis).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
-    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((0, 0)));
+    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((0, 0), None));
     let two = s.open_stream(&id).await.unwrap();
     s.append(&id, &[ev(1, "x"), ev(two.0, "y")]).await.unwrap();
-    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((2, 0)));
+    let Probe::Last(at, Some(nonce)) = s.probe(&id).await.unwrap() else { panic!("an event last") };
+    assert_eq!(at, (2, 0));
+    let tail = s.tail(&id, (1, 0), 10, gapless::Seq(0)).await.unwrap().unwrap();
+    match &tail.entries[..] {
+        [(_, gapless_redis::TailEntry::Event(e))] => assert_eq!(e.check, nonce, "the last event's nonce"),
+        other => panic!("{other:?}"),
+    }
     s.end_stream(&id, two).await.unwrap();
-    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((2, 1)), "a stream's end is an entry too");
+    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((2, 1), None), "a stream's end is an entry too");
     let before = ttls(&mut c, &id).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     s.probe(&id).await.unwrap();

@@ -344,7 +344,7 @@ impl SessionState {
     /// (this node, taken for dead?): the standalone stream's connection
     /// ends if it is `holder`; an application's hold is lost.
     pub(crate) fn hold_taken(&self, field: &str, holder: &str) {
-        if field == gapless_redis::STANDALONE_HOLD {
+        if field == crate::backend::cluster::STANDALONE_HOLD {
             if let Some(gen) = self.store.generation_of(holder) {
                 self.lanes.end_gen(Lane::Stream(self.session.standalone().id()), gen);
             }

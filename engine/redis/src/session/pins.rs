@@ -8,14 +8,15 @@ use crate::client::RedisStore;
 use crate::error::StoreError;
 use crate::keys::node_pinned;
 use crate::model::Position;
-use crate::reply::{script_items, text};
+use crate::reply::{opt_hex, script_items, text};
 use gapless::SessionId;
 
 /// What [`RedisStore::probe`] found of a session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
-    /// The position of the log's last entry (`(0, 0)`: the log is empty).
-    Last(Position),
+    /// The position of the log's last entry (`(0, 0)`: the log is empty),
+    /// and its nonce when it is an event.
+    Last(Position, Option<u64>),
     /// The session is not in the store.
     Gone,
 }
@@ -82,12 +83,13 @@ impl RedisStore {
         }
         let last = text(&r[1])?;
         if last.is_empty() {
-            return Ok(Probe::Last((0, 0)));
+            return Ok(Probe::Last((0, 0), None));
         }
         let parse = || {
             let (seq, k) = last.split_once('-')?;
             Some((seq.parse().ok()?, k.parse().ok()?))
         };
-        parse().map(Probe::Last).ok_or_else(|| StoreError::Protocol(format!("a log entry id {last:?}")))
+        let at = parse().ok_or_else(|| StoreError::Protocol(format!("a log entry id {last:?}")))?;
+        Ok(Probe::Last(at, opt_hex(r.get(2))?))
     }
 }

@@ -16,6 +16,7 @@
 //!   per node, whatever the number of sessions; the bound on a lost
 //!   announcement's delay is the number of such sessions divided by it.
 
+use super::apply::check_at;
 use super::Cluster;
 use crate::vocab::sync::lock;
 use futures_util::StreamExt as _;
@@ -166,11 +167,19 @@ impl Cluster {
             turn.drain(..n).collect()
         };
         for id in batch {
-            let Some((place, head)) = self.place_of(&id) else { continue };
+            let Some(((place, check), session)) = self.place_of(&id) else { continue };
             match self.store.probe(&id).await {
-                // Read already, or an event the replica has (from this
-                // node's own appends).
-                Ok(Probe::Last(last)) if last <= place || (last.1 == 0 && last.0 <= head) => {}
+                // Read already (the same event there: no failover rewrote
+                // it), or an event the replica has from this node's own
+                // appends, the same one.
+                Ok(Probe::Last(last, nonce))
+                    if (last == place && (nonce.is_none() || nonce == check))
+                        || (last > place
+                            && last.1 == 0
+                            && nonce.is_some()
+                            && check_at(&session, last.0) == nonce) => {}
+                // More in the log, a log behind the replica or rewritten
+                // (a failover: the follower drops its replica), or gone.
                 Ok(_) => self.notifier.wake(&id),
                 Err(e) => {
                     tracing::debug!(error = %e, "safety net: store unavailable");

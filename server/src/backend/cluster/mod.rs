@@ -23,6 +23,7 @@ mod resume;
 pub(crate) use apply::Applier;
 pub(crate) use apply::{OnGone, PREFIX};
 pub(crate) use bus::BusMessage;
+pub(crate) use gapless_redis::STANDALONE_HOLD;
 pub(crate) use holds::Holder;
 pub(crate) use keeper::Pinned;
 pub(super) use resume::{redeem, resume_stream, standalone, upgrade};

@@ -28,15 +28,19 @@ const TAIL_BATCH: usize = 512;
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// A place in the log and the nonce of the event at its seq.
+pub(super) type Checked = (Position, Option<u64>);
+
 /// A follower of one session on this node: its replica, the replica's
 /// writer, and how to stop it.
 pub(super) struct Follower {
     pub(super) session: Weak<Session>,
     pub(super) applier: Arc<Applier>,
     pub(super) stop: CancellationToken,
-    /// The entry of the log it read last (the safety net compares it with
-    /// the log's last, `keeper.rs`).
-    pub(super) place: Arc<Mutex<Position>>,
+    /// The entry of the log it read last, and the nonce of the event at
+    /// that seq (the safety net compares them with the log's last,
+    /// `keeper.rs`).
+    pub(super) place: Arc<Mutex<Checked>>,
 }
 
 impl Cluster {
@@ -89,7 +93,7 @@ impl Cluster {
         let appender = Appender::for_node(self.store.clone(), id, self.node.clone(), Some(sink));
         applier.set_queue(appender.gauge());
         let stop = CancellationToken::new();
-        let shared_place = Arc::new(Mutex::new(at.position));
+        let shared_place = Arc::new(Mutex::new((at.position, at.check)));
         let follower = Follower {
             session: Arc::downgrade(&session),
             applier: Arc::clone(&applier),
@@ -139,7 +143,7 @@ impl Cluster {
         let mut whole = false;
         let mut retry: Option<Duration> = None;
         loop {
-            *lock(&shared) = position;
+            *lock(&shared) = (position, last_check);
             if session.is_closed() || stop.is_cancelled() {
                 break;
             }
@@ -209,7 +213,7 @@ impl Cluster {
                     }
                 }
             }
-            *lock(&shared) = position;
+            *lock(&shared) = (position, last_check);
             let again = async {
                 match (retry, must_read) {
                     (Some(r), true) => tokio::time::sleep(r).await,
@@ -225,15 +229,16 @@ impl Cluster {
         self.forget(&session);
     }
 
-    /// Where session `id`'s follower is in the log, and its replica's head.
-    pub(super) fn place_of(&self, id: &SessionId) -> Option<(Position, u64)> {
+    /// Where session `id`'s follower is in the log (and the nonce there),
+    /// and its replica.
+    pub(super) fn place_of(&self, id: &SessionId) -> Option<(Checked, Arc<Session>)> {
         let (session, place) = {
             let followers = lock(&self.followers);
             let f = followers.get(id)?;
             let place = *lock(&f.place);
             (f.session.upgrade()?, place)
         };
-        Some((place, session.reader().head().0))
+        Some((place, session))
     }
 
     /// Forgets `session`'s follower, if it is still the one registered.
@@ -252,7 +257,7 @@ struct Place {
     position: Position,
     check: Option<u64>,
     /// `position`, for the safety net.
-    shared: Arc<Mutex<Position>>,
+    shared: Arc<Mutex<Checked>>,
 }
 
 /// Whether the store's log is no longer the one this replica follows: another
