@@ -81,6 +81,9 @@ pub struct Tail {
     /// The nonce of the event at the asked position's seq, if retained: a
     /// follower that applied another there follows a rewritten log.
     pub check_at: Option<u64>,
+    /// How many control entries (streams' ends) the log ever had: a
+    /// follower that hears of more than it read must read the log.
+    pub ctl: u64,
     /// A WebSocket redeemed a ticket of the session.
     pub migrated: bool,
     /// Entries after the asked position, in log order, with their positions.

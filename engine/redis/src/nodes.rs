@@ -29,13 +29,17 @@ impl RedisStore {
     /// `ttl`): its key, and its score in the node set (when the lease runs
     /// out, by this node's clock). The two are in different hash slots and
     /// both are written even when one fails ([`RedisStore::node_is_alive`]
-    /// counts either); an error if either failed.
-    pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<(), StoreError> {
+    /// counts either); an error if either failed. `Ok(false)`: the node was
+    /// not in the node set (its first beat, or a reaper took it for dead and
+    /// removed it: what it held in the store was let go of).
+    pub async fn heartbeat(&self, node: &str, ttl: Duration) -> Result<bool, StoreError> {
         let p = &self.config.prefix;
         let ms = (ttl.as_millis() as u64).max(1);
         let key = self.cmd::<()>(redis::cmd("SET").arg(node_alive(p, node)).arg(1).arg("PX").arg(ms)).await;
-        let score = self.cmd::<()>(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms() + ms).arg(node)).await;
-        key.and(score)
+        let added: Result<i64, StoreError> =
+            self.cmd(redis::cmd("ZADD").arg(nodes(p)).arg(now_ms() + ms).arg(node)).await;
+        key?;
+        Ok(added? == 0)
     }
 
     /// Records that `node` runs request `request_id` (its JSON-RPC id, as

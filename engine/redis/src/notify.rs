@@ -51,18 +51,35 @@ impl Topic {
     }
 }
 
+/// The watches of one topic: each its own wake-up and record of what was
+/// heard (two readers of one task on a node each hear every write).
+#[derive(Default)]
 struct Watched {
-    notify: Arc<Notify>,
-    heard: Arc<Heard>,
-    count: usize,
+    members: Vec<Arc<Member>>,
+}
+
+/// One watch's wake-up and what it heard since it last looked.
+struct Member {
+    notify: Notify,
+    heard: Heard,
 }
 
 impl Watched {
-    /// Makes the follower read the log: something may have been announced
+    /// Makes every watcher read the log: something may have been announced
     /// unheard.
     fn wake(&self) {
-        self.heard.other.store(true, Ordering::Release);
-        self.notify.notify_one();
+        for m in &self.members {
+            m.heard.other.store(true, Ordering::Release);
+            m.notify.notify_one();
+        }
+    }
+
+    /// Tells every watcher of an announcement.
+    fn note(&self, payload: &[u8]) {
+        for m in &self.members {
+            m.heard.note(payload);
+            m.notify.notify_one();
+        }
     }
 }
 
@@ -71,6 +88,8 @@ impl Watched {
 struct Heard {
     /// The highest head announced (`0`: none).
     head: AtomicU64,
+    /// The most control entries an announcement said the log has had.
+    ctl: AtomicU64,
     /// Something else: an announcement that names no head (a stream's end,
     /// a migration, a deletion), or a reconnection (announcements made
     /// meanwhile were lost).
@@ -78,10 +97,20 @@ struct Heard {
 }
 
 impl Heard {
+    /// An announcement: `<head>` or `<head>:<ctl>` (an append), or a word
+    /// (anything else).
     fn note(&self, payload: &[u8]) {
-        match std::str::from_utf8(payload).ok().and_then(|p| p.parse::<u64>().ok()) {
-            Some(head) => drop(self.head.fetch_max(head, Ordering::AcqRel)),
-            None => self.other.store(true, Ordering::Release),
+        let text = std::str::from_utf8(payload).unwrap_or_default();
+        let (head, ctl) = match text.split_once(':') {
+            Some((h, c)) => (h.parse::<u64>().ok(), c.parse::<u64>().ok()),
+            None => (text.parse::<u64>().ok(), Some(0)),
+        };
+        match (head, ctl) {
+            (Some(head), Some(ctl)) => {
+                self.head.fetch_max(head, Ordering::AcqRel);
+                self.ctl.fetch_max(ctl, Ordering::AcqRel);
+            }
+            _ => self.other.store(true, Ordering::Release),
         }
     }
 }
@@ -92,6 +121,9 @@ impl Heard {
 pub struct Announced {
     /// The highest head announced by an append (`None`: none).
     pub head: Option<u64>,
+    /// The most control entries (streams' ends) an append said the log has
+    /// had: more than the follower read means it missed one's announcement.
+    pub ctl: u64,
     /// Whether anything else may have changed (a stream ended, the session
     /// migrated or went away, or the connection was re-established): the
     /// follower must read the log.
@@ -119,8 +151,7 @@ impl fmt::Debug for Notifier {
 /// have been lost). Unsubscribes when the last watch of a session drops.
 pub struct Watch {
     id: Topic,
-    notify: Arc<Notify>,
-    heard: Arc<Heard>,
+    me: Arc<Member>,
     table: Table,
     tx: mpsc::UnboundedSender<Cmd>,
 }
@@ -135,16 +166,17 @@ impl Watch {
     /// Waits for the next announcement (one is remembered if it came
     /// while nobody waited).
     pub async fn changed(&self) {
-        self.notify.notified().await
+        self.me.notify.notified().await
     }
 
     /// What was announced since the last call (and forgets it): a follower
     /// whose replica has every event up to the announced head, and that
     /// heard nothing else, need not read the log.
     pub fn heard(&self) -> Announced {
-        let head = self.heard.head.swap(0, Ordering::AcqRel);
-        let other = self.heard.other.swap(false, Ordering::AcqRel);
-        Announced { head: (head > 0).then_some(head), other }
+        let head = self.me.heard.head.swap(0, Ordering::AcqRel);
+        let ctl = self.me.heard.ctl.swap(0, Ordering::AcqRel);
+        let other = self.me.heard.other.swap(false, Ordering::AcqRel);
+        Announced { head: (head > 0).then_some(head), ctl, other }
     }
 }
 
@@ -152,8 +184,8 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let mut t = lock(&self.table);
         if let Some(w) = t.get_mut(&self.id) {
-            w.count -= 1;
-            if w.count == 0 {
+            w.members.retain(|m| !Arc::ptr_eq(m, &self.me));
+            if w.members.is_empty() {
                 t.remove(&self.id);
                 let _ = self.tx.send(Cmd::Unsubscribe(self.id.clone()));
             }
@@ -216,21 +248,19 @@ impl Notifier {
     }
 
     fn watch_topic(&self, id: Topic) -> Watch {
-        let (notify, heard) = {
-            let mut t = lock(&self.table);
-            let w = t.entry(id.clone()).or_insert_with(|| Watched {
-                notify: Arc::new(Notify::new()),
-                // A new watch reads the log first.
-                heard: Arc::new(Heard { head: AtomicU64::new(0), other: AtomicBool::new(true) }),
-                count: 0,
-            });
-            w.count += 1;
-            if w.count == 1 {
-                let _ = self.tx.send(Cmd::Subscribe(id.clone()));
-            }
-            (Arc::clone(&w.notify), Arc::clone(&w.heard))
-        };
-        Watch { id, notify, heard, table: Arc::clone(&self.table), tx: self.tx.clone() }
+        // A new watch reads the log first.
+        let me = Arc::new(Member {
+            notify: Notify::new(),
+            heard: Heard { head: AtomicU64::new(0), ctl: AtomicU64::new(0), other: AtomicBool::new(true) },
+        });
+        let mut t = lock(&self.table);
+        let w = t.entry(id.clone()).or_default();
+        w.members.push(Arc::clone(&me));
+        if w.members.len() == 1 {
+            let _ = self.tx.send(Cmd::Subscribe(id.clone()));
+        }
+        drop(t);
+        Watch { id, me, table: Arc::clone(&self.table), tx: self.tx.clone() }
     }
 }
 
@@ -283,8 +313,7 @@ fn hear(
         }
     } else if let (Deaf::No, Some(id)) = (deaf, Topic::of_channel(prefix, msg.get_channel_name())) {
         if let Some(w) = lock(table).get(&id) {
-            w.heard.note(msg.get_payload_bytes());
-            w.notify.notify_one();
+            w.note(msg.get_payload_bytes());
         }
     }
 }

@@ -130,10 +130,10 @@ async fn a_probe_reads_the_logs_last_entry_and_writes_nothing() {
     let mut c = admin(&redis).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
-    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((0, 0), None));
+    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((0, 0), None, 0));
     let two = s.open_stream(&id).await.unwrap();
     s.append(&id, &[ev(1, "x"), ev(two.0, "y")]).await.unwrap();
-    let Probe::Last(at, Some(nonce)) = s.probe(&id).await.unwrap() else { panic!("an event last") };
+    let Probe::Last(at, Some(nonce), 0) = s.probe(&id).await.unwrap() else { panic!("an event last") };
     assert_eq!(at, (2, 0));
     let tail = s.tail(&id, (1, 0), 10, gapless::Seq(0)).await.unwrap().unwrap();
     match &tail.entries[..] {
@@ -141,7 +141,11 @@ async fn a_probe_reads_the_logs_last_entry_and_writes_nothing() {
         other => panic!("{other:?}"),
     }
     s.end_stream(&id, two).await.unwrap();
-    assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((2, 1), None), "a stream's end is an entry too");
+    assert_eq!(
+        s.probe(&id).await.unwrap(),
+        Probe::Last((2, 1), None, 1),
+        "a stream's end is an entry too, counted"
+    );
     let before = ttls(&mut c, &id).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     s.probe(&id).await.unwrap();

@@ -332,24 +332,33 @@ async fn followers_attach_tail_and_are_woken() {
     let notifier = Notifier::start(&redis.url(), "gapless:").unwrap();
     let watch = notifier.watch(id);
     tokio::time::sleep(Duration::from_millis(200)).await; // subscribed
-    assert_eq!(watch.heard(), Announced { head: None, other: true }, "a new watch reads the log first");
-    assert_eq!(watch.heard(), Announced { head: None, other: false }, "told once");
+    assert_eq!(
+        watch.heard(),
+        Announced { head: None, ctl: 0, other: true },
+        "a new watch reads the log first"
+    );
+    assert_eq!(watch.heard(), Announced { head: None, ctl: 0, other: false }, "told once");
     // What is heard next (a wake-up may be left from the subscription).
     let next = || async {
         loop {
             tokio::time::timeout(Duration::from_secs(2), watch.changed()).await.expect("woken");
             let a = watch.heard();
-            if a != (Announced { head: None, other: false }) {
+            if a != (Announced { head: None, ctl: 0, other: false }) {
                 return a;
             }
         }
     };
     let writer = store(&redis, 64, 1 << 20).await;
     writer.append(&id, &[ev(3, "c")]).await.unwrap();
-    assert_eq!(next().await, Announced { head: Some(3), other: false }, "an append names its head");
+    assert_eq!(
+        next().await,
+        Announced { head: Some(3), ctl: 1, other: false },
+        "an append names its head, and how many streams' ends the log had (stream 2's)"
+    );
     writer.end_stream(&id, three).await.unwrap();
-    assert_eq!(next().await, Announced { head: None, other: true }, "an end names no head");
+    assert_eq!(next().await, Announced { head: None, ctl: 0, other: true }, "an end names no head");
     let tail = s.tail(&id, at.position, 10, Seq(0)).await.unwrap().unwrap();
+    assert_eq!(tail.ctl, 2, "two streams ended");
     let got: Vec<_> = tail
         .entries
         .iter()

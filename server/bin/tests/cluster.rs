@@ -11,67 +11,12 @@ mod tasks;
 
 use common::SseReader;
 use gapless_redis::testing::{free_port, RedisServer};
-use node::Node;
+use node::{call, get, http, initialize, post, try_initialize, Node};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tasks::{ended, task_call, task_request, task_stream};
-
-fn http() -> reqwest::Client {
-    reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap()
-}
-
-async fn post(url: &str, sid: Option<&str>, body: Value) -> reqwest::Response {
-    let mut r = http()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", common::ACCEPT_BOTH)
-        .body(body.to_string());
-    if let Some(s) = sid {
-        r = r.header("mcp-session-id", s);
-    }
-    r.send().await.unwrap()
-}
-
-async fn get(url: &str, sid: &str, cursor: Option<&str>) -> reqwest::Response {
-    let mut r = http().get(url).header("accept", "text/event-stream").header("mcp-session-id", sid);
-    if let Some(c) = cursor {
-        r = r.header("last-event-id", c);
-    }
-    r.send().await.unwrap()
-}
-
-async fn initialize(url: &str) -> String {
-    try_initialize(url).await.unwrap_or_else(|status| panic!("initialize answered {status}"))
-}
-
-/// A new session's id, or the status `initialize` got instead of 200.
-async fn try_initialize(url: &str) -> Result<String, u16> {
-    let r = post(
-        url,
-        None,
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}),
-    )
-    .await;
-    if r.status() != 200 {
-        return Err(r.status().as_u16());
-    }
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    let mut sse = SseReader::new(r);
-    let mut result = false;
-    while let Some(e) = sse.next().await {
-        result |= e.json().is_some_and(|m| m["result"]["protocolVersion"] == "2025-06-18");
-    }
-    assert!(result, "the initialize result arrived");
-    Ok(sid)
-}
-
-async fn call(url: &str, sid: &str, id: u64, args: Value) -> reqwest::Response {
-    post(url, Some(sid), json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"emit_events","arguments":args}}))
-        .await
-}
+use tasks::{ended, follow, task_call, task_request, task_stream};
 
 /// Reads a stream to its end: the `data.seq`s, the result, the last id.
 async fn drain(sse: &mut SseReader, seqs: &mut Vec<u64>, last: &mut Option<String>) -> Option<Value> {
@@ -1700,30 +1645,9 @@ async fn a_task_stream_serves_only_what_a_failover_keeps() {
     )
     .await;
     let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("a task: {created}")).to_owned();
-    let follower = {
-        let (url, id) = (b.url.clone(), id.clone());
-        tokio::spawn(async move {
-            // Across the failover: an error ends a stream, and the client
-            // resumes at its cursor.
-            let mut seen: Vec<u64> = vec![];
-            loop {
-                let params = match seen.last() {
-                    Some(l) => json!({"taskId": id, "after": l}),
-                    None => json!({"taskId": id}),
-                };
-                let (more, end) = task_stream(&url, params, usize::MAX).await;
-                seen.extend(more);
-                match end {
-                    Some(e) if e.get("error").is_none() => return (seen, e),
-                    // The store unavailable (the failover): resume.
-                    Some(e) if e["error"]["code"] == -32603 => {}
-                    Some(e) => panic!("a refusal: {e}"),
-                    None => {} // the connection broke: resume
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
+    // Across the failover: an error ends a stream, and the client resumes
+    // at its cursor.
+    let follower = tokio::spawn(follow(b.url.clone(), id.clone()));
     tokio::time::sleep(Duration::from_millis(500)).await;
     until_caught_up(primary.port, replica.port).await;
     // The replica lags from here on; the task's node goes on emitting.

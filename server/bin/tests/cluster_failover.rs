@@ -16,7 +16,7 @@ use gapless_redis::testing::RedisCluster;
 use node::Node;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tasks::{ended, task_call, task_stream};
+use tasks::{ended, follow, task_call};
 
 /// How many events the task emits, 5 ms apart: it runs across the failover.
 const EVENTS: u64 = 2000;
@@ -30,27 +30,6 @@ fn get(cluster: &RedisCluster, key: &str) -> Option<String> {
         .expect("redis-cli");
     let v = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     (!v.is_empty()).then_some(v)
-}
-
-/// Follows task `id`'s stream on `url` to its end, resuming at its cursor
-/// whenever the store is away (the failover): its seqs and its end.
-async fn follow(url: String, id: String) -> (Vec<u64>, Value) {
-    let mut seen: Vec<u64> = vec![];
-    loop {
-        let params = match seen.last() {
-            Some(l) => json!({"taskId": id, "after": l}),
-            None => json!({"taskId": id}),
-        };
-        let (more, end) = task_stream(&url, params, usize::MAX).await;
-        seen.extend(more);
-        match end {
-            Some(e) if e.get("error").is_none() => return (seen, e),
-            Some(e) if e["error"]["code"] == -32603 => {}
-            Some(e) => panic!("a refusal: {e}"),
-            None => {}
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 async fn round(n: usize) {

@@ -13,8 +13,8 @@ mod tasks;
 use common::SseReader;
 use futures_util::StreamExt as _;
 use gapless_redis::testing::RedisServer;
-use node::Node;
-use serde_json::{json, Value};
+use node::{get_with, http as client, post_with as post, try_initialize_with, Node};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tasks::{ended, task_call, task_request};
@@ -35,43 +35,9 @@ const MANY: &[&str] = &[
     "100000",
 ];
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap()
-}
-
-async fn post(c: &reqwest::Client, url: &str, sid: Option<&str>, body: Value) -> reqwest::Response {
-    let mut r = c
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", common::ACCEPT_BOTH)
-        .body(body.to_string());
-    if let Some(s) = sid {
-        r = r.header("mcp-session-id", s);
-    }
-    r.send().await.unwrap()
-}
-
-/// A new session on `url`, its `initialize` read to the end.
-async fn initialize(c: &reqwest::Client, url: &str) -> String {
-    let r = post(
-        c,
-        url,
-        None,
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}),
-    )
-    .await;
-    assert_eq!(r.status(), 200);
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    let mut sse = SseReader::new(r);
-    while sse.next().await.is_some() {}
-    sid
-}
-
 /// The session's standalone stream, open.
 async fn standalone(c: &reqwest::Client, url: &str, sid: &str) -> reqwest::Response {
-    let r =
-        c.get(url).header("accept", "text/event-stream").header("mcp-session-id", sid).send().await.unwrap();
+    let r = get_with(c, url, sid, None).await;
     if r.status() != 200 {
         panic!("the standalone stream did not open: {} {}", r.status(), r.text().await.unwrap_or_default());
     }
@@ -134,7 +100,10 @@ async fn idle_sessions_with_open_streams_cost_redis_next_to_nothing() {
     let t0 = Instant::now();
     let urls: Vec<&str> = nodes.iter().map(|n| n.url.as_str()).collect();
     let sids: Vec<String> = futures_util::stream::iter(0..SESSIONS)
-        .map(|i| initialize(&c, urls[i % 2]))
+        .map(|i| {
+            let (c, url) = (&c, urls[i % 2]);
+            async move { try_initialize_with(c, url).await.unwrap() }
+        })
         .buffered(32)
         .collect()
         .await;
@@ -180,7 +149,7 @@ async fn a_follower_that_hears_no_announcement_still_brings_every_event() {
     let a = Node::start(&redis.url(), &[]);
     let deaf = Node::start_with_env(&redis.url(), &[], &[(gapless_redis::DEAF_ENV, "1")]);
     let c = client();
-    let sid = initialize(&c, &a.url).await;
+    let sid = try_initialize_with(&c, &a.url).await.unwrap();
     let mut sse = SseReader::new(standalone(&c, &deaf.url, &sid).await);
     let mut got = Vec::new();
     for round in 0..3u64 {

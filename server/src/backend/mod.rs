@@ -189,6 +189,7 @@ impl Backend {
             Backend::Cluster(c) => Some(Arc::new(task_store::RedisEvents::new(
                 c.store.clone(),
                 c.notifier().clone(),
+                Arc::clone(&c.judge),
                 Arc::clone(records),
                 config,
             ))),

@@ -88,5 +88,5 @@ touch_due(m, llen == 0 or blen == 0)
 if guard ~= '' then
   redis.call('SET', KEYS[8], guard .. ' ' .. fmt(first_seq) .. ' ' .. ARGV[1] .. ' ' .. indexes, 'PX', m.ttl)
 end
-announce(fmt(m.head))
+announce(fmt(m.head) .. ':' .. fmt(m.ctl))
 return { 'ok', first_seq, indexes }

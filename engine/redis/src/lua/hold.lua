@@ -9,13 +9,9 @@
 -- ended; '' for none). Answers {'ok'}, {'busy', holder} or {'unknown'}.
 -- ARGV[1] 'drop': lets go of it if ARGV[3] holds it; answers {'ok'} or
 -- {'unknown'}.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 local field = ARGV[2]
 local now = redis.call('HGET', M, field)

@@ -15,8 +15,12 @@
 --                     pins (how many nodes pin the session, each while it
 --                     has a connection open on it; absent for none), p:<node>
 --                     ('1' for each such node; pin.lua), sa (the standalone
---                     stream's holder; standalone.lua), v:<name> (the
---                     application's values; set_value.lua)
+--                     stream's holder; hold.lua), h:<name> (an
+--                     application's holds; hold.lua), v:<name> (the
+--                     application's values; set_value.lua), ctl (how many
+--                     control entries the log ever had: an append announces
+--                     "<head>:<ctl>", so that a follower that heard only
+--                     heads knows whether it missed a stream's end)
 --   2 log      STREAM one entry per retained event, id "<seq>-0"; fields
 --                     s (stream), i (index in stream), v (previous seq of the
 --                     stream, 0 for none), n (nonce, 16 hex), o (the node
@@ -87,7 +91,7 @@ local function failed(v)
 end
 
 local META_FIELDS = { 'ns', 'ow', 'head', 'oldest', 'bytes', 'opened', 'swept', 'ru', 'cap', 'budget', 'ttl', 'pv',
-  'mig', 'rw', 'tu', 'pins' }
+  'mig', 'rw', 'tu', 'pins', 'ctl' }
 
 local function meta_parse(v)
   if not v[1] then
@@ -97,13 +101,28 @@ local function meta_parse(v)
     ns = v[1], ow = v[2], head = num(v[3], 0), oldest = num(v[4], 1), bytes = num(v[5], 0),
     opened = num(v[6], 0), swept = num(v[7], 0), ru = num(v[8], -1), cap = num(v[9], 1),
     budget = num(v[10], 1), ttl = num(v[11], 600000), pv = v[12] or '', mig = v[13] == '1', rw = num(v[14], 0),
-    tu = num(v[15], 0), pins = num(v[16], 0),
+    tu = num(v[15], 0), pins = num(v[16], 0), ctl = num(v[17], 0),
   }
 end
 
 -- The session's meta, or nil when it does not exist.
 local function meta_get()
   return meta_parse(redis.call('HMGET', M, unpack(META_FIELDS)))
+end
+
+-- The meta once every key's type is checked (wrong_type), or the answer a
+-- script gives instead: {'corrupt', key} (another program's key) or
+-- {'unknown'} (no such session).
+local function checked_meta()
+  local bad = wrong_type()
+  if bad then
+    return nil, { 'corrupt', bad }
+  end
+  local m = meta_get()
+  if not m then
+    return nil, { 'unknown' }
+  end
+  return m, nil
 end
 
 -- meta_get under pcall: the meta (or nil), and true when the meta key is

@@ -1,13 +1,9 @@
 -- A stream's high-water and delivered marks. ARGV: stream.
 -- Answers {'ok', high, delivered} (0, 0 for a stream whose record is gone)
 -- or {'unknown'}.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 local r = rec_get(tonumber(ARGV[1]))
 if not r then

@@ -5,13 +5,9 @@
 -- records stay, older ones fold their high-water seq into `ru`).
 -- ARGV: the head the calling node's replica has (see note_seen). Answers
 -- {'ok', id, head} or {'unknown'}.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 note_seen(m, tonumber(ARGV[1] or '0') or 0)
 local len = redis.call('HLEN', S)

@@ -46,13 +46,14 @@ if shared then
   redis.call('SET', KEYS[8], ARGV[4], 'PX', fmt(m.ttl))
   meta_put(m)
   touch(m)
-  -- A bare head, as an append announces.
-  announce(fmt(m.head))
+  -- A head, as an append announces.
+  announce(fmt(m.head) .. ':' .. fmt(m.ctl))
   return { 'ok', seq }
 end
 r.ended = 1
 redis.call('HSET', S, ARGV[1], rec_str(r))
 redis.call('XADD', L, fmt(m.head) .. '-*', 't', 'e', 's', ARGV[1])
+redis.call('HINCRBY', M, 'ctl', 1)
 meta_put(m)
 touch(m)
 -- Not a bare head: the stream ended too, a follower must read the log.

@@ -5,13 +5,9 @@
 -- is idle. The last pin to go gives every key the idle timeout again, from
 -- now, as a request does. Idempotent: a node pins once, however often it
 -- asks. Answers {'ok', pins} or {'unknown'}.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 local field = 'p:' .. ARGV[1]
 if ARGV[2] == '1' then

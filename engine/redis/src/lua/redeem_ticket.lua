@@ -11,13 +11,9 @@
 -- as rw, as a node that saw a higher head does). A cursor whose event has
 -- been trimmed cannot be compared (the gap check then decides), as on a
 -- resume. The ticket is used up either way.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 local v = redis.call('HGET', K, ARGV[1])
 if not v then

@@ -2,13 +2,9 @@
 -- binds the session to), in the meta hash under 'v:' .. name, so that it
 -- goes when the session does. ARGV: name, value. Answers {'ok'} or
 -- {'unknown'}.
-local bad = wrong_type()
-if bad then
-  return { 'corrupt', bad }
-end
-local m = meta_get()
-if not m then
-  return { 'unknown' }
+local m, refused = checked_meta()
+if refused then
+  return refused
 end
 redis.call('HSET', M, 'v:' .. ARGV[1], ARGV[2])
 return { 'ok' }

@@ -1,7 +1,7 @@
 -- What a follower of the session has not read yet: up to ARGV[2] log
 -- entries after entry id ARGV[1] ("<seq>-<k>"), events and control entries
 -- alike, in log order. Answers {'unknown'} or
--- {'ok', oldest, head, ns, at, migrated (1/0), kind, seq, k, stream, index,
+-- {'ok', oldest, head, ns, at, migrated (1/0), ctl, kind, seq, k, stream, index,
 -- nonce, payload, ...} where `at` is the nonce of the event at ARGV[1]'s seq ('' when it is
 -- not retained): a follower compares it with the one it applied there, to
 -- tell a log rewritten by a failover.
@@ -34,7 +34,7 @@ if failed(page) then
 end
 note_seen(m, tonumber(ARGV[3] or '0') or 0)
 touch_due(m, false)
-local out = { 'ok', m.oldest, m.head, m.ns, at, m.mig and 1 or 0 }
+local out = { 'ok', m.oldest, m.head, m.ns, at, m.mig and 1 or 0, m.ctl }
 local skip = ARGV[4] or ''
 for _, it in ipairs(page) do
   local e = fields(it[2])

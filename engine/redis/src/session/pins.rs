@@ -8,15 +8,16 @@ use crate::client::RedisStore;
 use crate::error::StoreError;
 use crate::keys::node_pinned;
 use crate::model::Position;
-use crate::reply::{opt_hex, script_items, text};
+use crate::reply::{int, opt_hex, script_items, text};
 use gapless::SessionId;
 
 /// What [`RedisStore::probe`] found of a session's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
     /// The position of the log's last entry (`(0, 0)`: the log is empty),
-    /// and its nonce when it is an event.
-    Last(Position, Option<u64>),
+    /// its nonce when it is an event, and how many control entries the log
+    /// ever had.
+    Last(Position, Option<u64>, u64),
     /// The session is not in the store.
     Gone,
 }
@@ -33,7 +34,14 @@ impl RedisStore {
         let set = node_pinned(&self.config.prefix, node);
         let sid = id.to_string();
         if on {
-            self.cmd::<()>(redis::cmd("SADD").arg(&set).arg(&sid)).await?;
+            // Durable like the pin: a failover that lost it would leave the
+            // pin to nobody once this node dies.
+            let mut sadd = redis::cmd("SADD");
+            sadd.arg(&set).arg(&sid);
+            let add = |p: &mut redis::Pipeline| {
+                p.add_command(sadd.clone());
+            };
+            self.durably(&Write { add: &add, script: None, marker: None }).await?;
         }
         let flag: &[u8] = if on { b"1" } else { b"0" };
         let cmd = self.script_cmd(&self.scripts.pin, id, None, &[node.as_bytes(), flag]);
@@ -83,13 +91,13 @@ impl RedisStore {
         }
         let last = text(&r[1])?;
         if last.is_empty() {
-            return Ok(Probe::Last((0, 0), None));
+            return Ok(Probe::Last((0, 0), None, int(r.get(3))?));
         }
         let parse = || {
             let (seq, k) = last.split_once('-')?;
             Some((seq.parse().ok()?, k.parse().ok()?))
         };
         let at = parse().ok_or_else(|| StoreError::Protocol(format!("a log entry id {last:?}")))?;
-        Ok(Probe::Last(at, opt_hex(r.get(2))?))
+        Ok(Probe::Last(at, opt_hex(r.get(2))?, int(r.get(3))?))
     }
 }

@@ -46,7 +46,7 @@ impl RedisStore {
             return Ok(None);
         }
         let mut entries = Vec::new();
-        for e in r[6..].chunks(7) {
+        for e in r[7..].chunks(7) {
             let [kind, seq, k, stream, index, nonce, payload] = e else {
                 return Err(StoreError::Protocol("ragged tail".into()));
             };
@@ -82,6 +82,7 @@ impl RedisStore {
             ns: namespace(r.get(3))?,
             check_at: opt_hex(r.get(4))?,
             migrated: int(r.get(5))? == 1,
+            ctl: int(r.get(6))?,
             entries,
         }))
     }

@@ -4,6 +4,7 @@
 
 use super::common::SseReader;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// A 2026-07-28 request of the tasks extension to node `url`.
 pub async fn task_call(url: &str, method: &str, params: Value) -> Value {
@@ -75,4 +76,25 @@ pub async fn task_stream(url: &str, params: Value, limit: usize) -> (Vec<u64>, O
         seqs.push(m["params"]["seq"].as_u64().unwrap());
     }
     (seqs, None)
+}
+
+/// Follows task `id`'s stream on `url` to its end, resuming at its cursor
+/// whenever the store is away (the failover): its seqs and its end.
+pub async fn follow(url: String, id: String) -> (Vec<u64>, Value) {
+    let mut seen: Vec<u64> = vec![];
+    loop {
+        let params = match seen.last() {
+            Some(l) => json!({"taskId": id, "after": l}),
+            None => json!({"taskId": id}),
+        };
+        let (more, end) = task_stream(&url, params, usize::MAX).await;
+        seen.extend(more);
+        match end {
+            Some(e) if e.get("error").is_none() => return (seen, e),
+            Some(e) if e["error"]["code"] == -32603 => {}
+            Some(e) => panic!("a refusal: {e}"),
+            None => {}
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

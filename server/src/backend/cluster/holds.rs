@@ -140,10 +140,31 @@ impl Cluster {
     }
 
     /// Resolves when another node takes this node's hold `name` of session
-    /// `id` over (this node was taken for dead): never while it holds it.
+    /// `id` over (this node was taken for dead), or at once if this node
+    /// does not hold it (it was taken, or let go of, already).
     pub(crate) async fn lost(&self, id: &SessionId, name: &str) {
-        let token = lock(&self.holds.held).entry((*id, field(name))).or_default().clone();
-        token.cancelled().await
+        let token = lock(&self.holds.held).get(&(*id, field(name))).cloned();
+        if let Some(t) = token {
+            t.cancelled().await
+        }
+    }
+
+    /// After this node was taken for dead: each hold it thinks it has is
+    /// asked of the store again, and one another node took is lost (the
+    /// bus's `HoldTaken` may have been missed meanwhile).
+    pub(super) async fn recheck_holds(&self) {
+        let held: Vec<(SessionId, String)> = lock(&self.holds.held).keys().cloned().collect();
+        for (id, f) in held {
+            match self.store.take_hold(&id, &f, &self.node, false, |_| false).await {
+                Ok(Hold::Taken { .. }) => {}
+                Ok(Hold::Busy { .. }) | Err(StoreError::UnknownSession) => {
+                    if let Some(t) = lock(&self.holds.held).remove(&(id, f)) {
+                        t.cancel();
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "a hold could not be checked again"),
+            }
+        }
     }
 
     /// What the bus says: another node took hold `field` of session `sid`

@@ -103,6 +103,7 @@ impl Cluster {
                 me.apply_pins(pin_after).await;
                 if probed.elapsed() >= Duration::from_secs(1) {
                     probed = Instant::now();
+                    me.stop_closed_followers();
                     me.probe_some().await;
                     me.wake_waiters_of_dead_holders().await;
                 }
@@ -114,6 +115,16 @@ impl Cluster {
             }
             me.apply_pins(Duration::ZERO).await;
         });
+    }
+
+    /// This node was taken for dead and reaped (its lease lapsed while it
+    /// lived): the reaper let go of its pins, so every session with a
+    /// connection open here is pinned again.
+    pub(super) fn repin_all(&self) {
+        for p in lock(&self.pins.map).values_mut() {
+            p.pinned = false;
+            p.gone = false;
+        }
     }
 
     /// Pins the sessions whose connections have been open `pin_after`, and
@@ -147,8 +158,13 @@ impl Cluster {
                     p.pinned = on && found;
                     p.gone = on && !found;
                 }
-                // Tried again at the next tick.
-                Err(e) => tracing::debug!(error = %e, pin = on, "pin not changed: store unavailable"),
+                // Tried again at the next tick. A pin whose answer was lost
+                // may have been written: it counts as written, so that the
+                // session is let go of later (an unpin is harmless).
+                Err(e) => {
+                    p.pinned |= on;
+                    tracing::debug!(error = %e, pin = on, "pin not changed: store unavailable");
+                }
             }
         }
     }
@@ -167,17 +183,19 @@ impl Cluster {
             turn.drain(..n).collect()
         };
         for id in batch {
-            let Some(((place, check), session)) = self.place_of(&id) else { continue };
+            let Some(((place, check, ctl_read), session)) = self.place_of(&id) else { continue };
             match self.store.probe(&id).await {
                 // Read already (the same event there: no failover rewrote
                 // it), or an event the replica has from this node's own
-                // appends, the same one.
-                Ok(Probe::Last(last, nonce))
-                    if (last == place && (nonce.is_none() || nonce == check))
-                        || (last > place
-                            && last.1 == 0
-                            && nonce.is_some()
-                            && check_at(&session, last.0) == nonce) => {}
+                // appends, the same one; and no stream's end since the
+                // follower's last read.
+                Ok(Probe::Last(last, nonce, ctl))
+                    if ctl <= ctl_read
+                        && ((last == place && (nonce.is_none() || nonce == check))
+                            || (last > place
+                                && last.1 == 0
+                                && nonce.is_some()
+                                && check_at(&session, last.0) == nonce)) => {}
                 // More in the log, a log behind the replica or rewritten
                 // (a failover: the follower drops its replica), or gone.
                 Ok(_) => self.notifier.wake(&id),

@@ -142,10 +142,21 @@ impl Cluster {
         tokio::spawn(async move {
             let mut beat = tokio::time::interval(HEARTBEAT_EVERY);
             let mut reap = tokio::time::interval(REAP_EVERY);
+            let mut beaten = false;
             loop {
                 tokio::select! {
                     _ = beat.tick() => match me.store.heartbeat(&me.node, NODE_LEASE).await {
-                        Ok(()) => me.judge.renewed(true),
+                        Ok(listed) => {
+                            if beaten && !listed {
+                                // Taken for dead and reaped while alive.
+                                tracing::warn!("this node was taken for dead (its lease lapsed): it takes up its pins and checks its holds again");
+                                me.repin_all();
+                                let me = Arc::clone(&me);
+                                tokio::spawn(async move { me.recheck_holds().await });
+                            }
+                            beaten = true;
+                            me.judge.renewed(true);
+                        }
                         Err(e) => {
                             me.judge.renewed(false);
                             tracing::debug!(error = %e, "node lease not renewed");

@@ -28,8 +28,10 @@ const TAIL_BATCH: usize = 512;
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
-/// A place in the log and the nonce of the event at its seq.
-pub(super) type Checked = (Position, Option<u64>);
+/// A place in the log, the nonce of the event at its seq, and how many
+/// control entries (streams' ends) the log had had when the follower last
+/// read it.
+pub(super) type Checked = (Position, Option<u64>, u64);
 
 /// A follower of one session on this node: its replica, the replica's
 /// writer, and how to stop it.
@@ -93,7 +95,7 @@ impl Cluster {
         let appender = Appender::for_node(self.store.clone(), id, self.node.clone(), Some(sink));
         applier.set_queue(appender.gauge());
         let stop = CancellationToken::new();
-        let shared_place = Arc::new(Mutex::new((at.position, at.check)));
+        let shared_place = Arc::new(Mutex::new((at.position, at.check, 0)));
         let follower = Follower {
             session: Arc::downgrade(&session),
             applier: Arc::clone(&applier),
@@ -142,25 +144,23 @@ impl Cluster {
         let mut must_read = true;
         let mut whole = false;
         let mut retry: Option<Duration> = None;
+        // Control entries the log had at the last read (a stream's end is
+        // one: an append that says the log has more was preceded by an end
+        // this follower did not hear of).
+        let mut ctl_read = 0;
         loop {
-            *lock(&shared) = (position, last_check);
+            *lock(&shared) = (position, last_check, ctl_read);
             if session.is_closed() || stop.is_cancelled() {
                 break;
             }
             let heard = watch.heard();
-            must_read |= heard.other;
+            must_read |= heard.other || heard.ctl > ctl_read;
             if let (false, Some(h)) = (must_read, heard.head) {
-                if session.reader().head().0 >= h || applier.await_own(&session, h).await {
-                    // Every event up to `h` is here and nothing else was
-                    // announced before it: the log up to `h` holds nothing
-                    // more for this replica.
-                    if h > position.0 {
-                        if let Some(c) = check_at(&session, h) {
-                            (position, last_check) = ((h, 0), Some(c));
-                        }
-                    }
-                } else {
-                    must_read = true;
+                match announced_here(&session, &applier, h).await {
+                    // Nothing more for this replica in the log up to `h`.
+                    Some(c) if h > position.0 => (position, last_check) = ((h, 0), Some(c)),
+                    Some(_) => {}
+                    None => must_read = true,
                 }
             }
             while must_read && !session.is_closed() {
@@ -180,6 +180,7 @@ impl Cluster {
                     }
                 };
                 retry = None;
+                ctl_read = tail.ctl;
                 if rewritten(&session, &tail, local, position, last_check) {
                     // Another incarnation, or the store lost events this
                     // replica holds (a failover; the store now knows up to
@@ -213,7 +214,7 @@ impl Cluster {
                     }
                 }
             }
-            *lock(&shared) = (position, last_check);
+            *lock(&shared) = (position, last_check, ctl_read);
             let again = async {
                 match (retry, must_read) {
                     (Some(r), true) => tokio::time::sleep(r).await,
@@ -227,6 +228,19 @@ impl Cluster {
             }
         }
         self.forget(&session);
+    }
+
+    /// Stops the followers of replicas that closed (the hub dropped them,
+    /// or they were replaced): a follower waits for announcements, and one
+    /// of a closed replica would wait for ever, holding its ring.
+    pub(super) fn stop_closed_followers(&self) {
+        lock(&self.followers).retain(|_, f| {
+            let live = f.session.upgrade().is_some_and(|s| !s.is_closed());
+            if !live {
+                f.stop.cancel();
+            }
+            live
+        });
     }
 
     /// Where session `id`'s follower is in the log (and the nonce there),
@@ -248,6 +262,18 @@ impl Cluster {
         {
             f.remove(&session.id());
         }
+    }
+}
+
+/// Whether the replica has every event up to head `h`, the only thing
+/// announced since the follower last read (its own appends' answers bring
+/// them): the nonce of its event at `h`; `None` when the log must be read
+/// (another node's events, or an answer that did not come).
+async fn announced_here(session: &Session, applier: &Applier, h: u64) -> Option<u64> {
+    if session.reader().head().0 >= h || applier.await_own(session, h).await {
+        check_at(session, h)
+    } else {
+        None
     }
 }
 

@@ -62,6 +62,9 @@ pub(crate) struct RedisEvents {
     writers: Mutex<HashMap<String, Arc<Writer>>>,
     /// The node's subscriber: followers wait for their task's announcements.
     notifier: Notifier,
+    /// Whether this node may take a task's node for dead now (a reader's
+    /// seal is such a judgment).
+    judge: Arc<crate::backend::cluster::Judge>,
     /// This node's followers, for the safety net.
     followers: Mutex<Vec<Weak<Slot>>>,
     /// The safety net's turn through `followers`.
@@ -130,6 +133,7 @@ impl RedisEvents {
     pub(crate) fn new(
         store: RedisStore,
         notifier: Notifier,
+        judge: Arc<crate::backend::cluster::Judge>,
         records: Arc<dyn TaskStore>,
         config: TaskEventsConfig,
     ) -> Self {
@@ -144,6 +148,7 @@ impl RedisEvents {
             bounds,
             writers: Mutex::default(),
             notifier,
+            judge,
             followers: Mutex::default(),
             turn: Mutex::new(0),
             watching: AtomicBool::new(false),
@@ -354,6 +359,9 @@ impl RedisEvents {
         let expire_at_ms = match found {
             Lookup::Found(r) if r.status.is_terminal() => {
                 let gone = match &r.node {
+                    // Not while this node's own view of the store is
+                    // unreliable (a failover under way, §8.6).
+                    Some(_) if !self.judge.may_judge() => false,
                     Some(n) => !self.store.node_is_alive(n).await.map_err(|e| store_error(e.to_string()))?,
                     None => true,
                 };
