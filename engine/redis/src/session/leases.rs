@@ -102,7 +102,7 @@ impl RedisStore {
     /// Whether node `node` is alive: its lease key is there (one
     /// `EXISTS`), or else its score in the node set (when its lease runs out
     /// by its own clock, [`RedisStore::heartbeat`]) is less than
-    /// [`SKEW`] ago by this node's clock. The two are in different hash
+    /// 500 ms (`SKEW`) ago by this node's clock. The two are in different hash
     /// slots, so a Redis Cluster failover of the master holding one of them
     /// (which may hold up the node's renewals of it for longer than its
     /// lease) does not alone make a live node look dead.
