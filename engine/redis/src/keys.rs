@@ -22,12 +22,6 @@ pub(crate) fn marker(prefix: &str, id: &SessionId) -> String {
     format!("{prefix}{{{id}}}:w")
 }
 
-/// The mark that a request on a shared stream was answered (`orphan.lua`;
-/// in the session's hash slot, expiring after the session's idle timeout).
-pub(crate) fn answered(prefix: &str, id: &SessionId, token: u64) -> String {
-    format!("{prefix}{{{id}}}:r:{token:016x}")
-}
-
 /// A migration ticket's index entry: the session it belongs to.
 pub(crate) fn ticket(prefix: &str, ticket: &str) -> String {
     format!("{prefix}ticket:{ticket}")

@@ -7,7 +7,7 @@
 use crate::client::durable::Write;
 use crate::client::{random_u64, RedisStore};
 use crate::error::StoreError;
-use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock};
+use crate::keys::{bus, node_alive, node_requests, nodes, reap_lock, session_keys};
 use crate::model::{Orphaned, RequestAt};
 use gapless::{SessionId, StreamId};
 use redis::AsyncCommands as _;
@@ -62,15 +62,35 @@ impl RedisStore {
     }
 
     /// Forgets a request registered with [`RedisStore::register_request`]
-    /// (its stream has its answer).
+    /// (its stream has its answer, or its mark: [`RedisStore::mark_answered`]).
+    /// The registration's removal is durable (`durable.rs`): a failover
+    /// cannot bring it back for a reaper to answer. Only then is a shared
+    /// stream's answered mark deleted: while the registration may exist,
+    /// so does the mark, and no request is answered twice.
     pub async fn finish_request(
         &self,
         node: &str,
         id: &SessionId,
         at: impl Into<RequestAt>,
     ) -> Result<(), StoreError> {
-        let key = node_requests(&self.config.prefix, node);
-        self.cmd(redis::cmd("HDEL").arg(key).arg(at.into().field(id))).await
+        self.forget(&node_requests(&self.config.prefix, node), id, at.into()).await
+    }
+
+    async fn forget(&self, registrations: &str, id: &SessionId, at: RequestAt) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(registrations).arg(at.field(id));
+        let add = |p: &mut redis::Pipeline| {
+            p.add_command(cmd.clone());
+        };
+        // An HDEL that deletes nothing is not replicated, and needs not be.
+        self.durably(&Write { add: &add, script: None, marker: None }).await?;
+        if let RequestAt::Shared(_, token) = at {
+            // A mark left behind (this failed) costs a field until the
+            // session ends, and answers nothing twice: not an error.
+            let meta = session_keys(&self.config.prefix, id)[0].clone();
+            let _ = self.cmd::<()>(redis::cmd("HDEL").arg(meta).arg(format!("a:{token:016x}"))).await;
+        }
+        Ok(())
     }
 
     /// Answers the open requests of every node whose lease expired (other
@@ -100,12 +120,12 @@ impl RedisStore {
                 let Some((sid, at)) = RequestAt::parse_field(&field) else { continue };
                 let payload = answer(&request_id);
                 // Safe from a failover before the HDEL below (`durable.rs`).
-                match self.orphan(&sid, at, &payload).await {
+                match self.orphan(&sid, at, Some(&payload)).await {
                     Ok(Orphaned::Wrote) => answered += 1,
                     Ok(Orphaned::Done | Orphaned::TooLarge) | Err(StoreError::UnknownSession) => {}
                     Err(e) => return Err(e),
                 }
-                self.cmd::<()>(redis::cmd("HDEL").arg(node_requests(&p, node)).arg(&field)).await?;
+                self.forget(&node_requests(&p, node), &sid, at).await?;
             }
             // Its pins go: its connections did with it.
             self.unpin_all(node).await?;

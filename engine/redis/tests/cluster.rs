@@ -229,7 +229,7 @@ async fn announcements_leases_and_the_bus_reach_across_masters() {
 
 /// A request on a stream other requests share (the legacy transport's) is
 /// answered once, by its node or by the reaper when its node died, and the
-/// stream goes on: the answered mark is a key in the session's slot on
+/// stream goes on: the answered mark is a field of the session's meta on
 /// every master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_on_a_shared_stream_is_answered_once() {

@@ -360,6 +360,25 @@ impl SessionStore {
         Some(at)
     }
 
+    /// Marks a cancelled request on a shared stream answered without an
+    /// answer, so that no reaper answers it if this node dies before it
+    /// forgets it (`docs/SPEC.md` §8.5); false when the mark was not
+    /// written (the request must stay registered). Nothing to do for a
+    /// request on its own stream (its end marks it) or in process.
+    pub(crate) async fn mark_cancelled(&self, session: &Session, at: Option<RequestAt>) -> bool {
+        let (SessionStore::Cluster { cluster, .. }, Some(RequestAt::Shared(stream, token))) = (self, at)
+        else {
+            return true;
+        };
+        match cluster.store.mark_answered(&session.id(), stream, token).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "cancelled request not marked in the store");
+                false
+            }
+        }
+    }
+
     /// Forgets a request [`SessionStore::register_request`] registered.
     pub(crate) async fn forget_request(&self, session: &Session, at: RequestAt) {
         if let SessionStore::Cluster { cluster, .. } = self {

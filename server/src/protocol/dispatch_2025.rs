@@ -174,7 +174,7 @@ impl Running {
                 respond(sess, stream, self.own, self.registered, jsonrpc::response(&id, outcome), reply).await
             }
             None if self.own => sess.end_stream(stream).await.is_ok(),
-            None => true,
+            None => sess.store.mark_cancelled(&sess.session, self.registered).await,
         };
         sess.untrack_request(&id);
         if let (Some(at), true) = (self.registered, stored) {

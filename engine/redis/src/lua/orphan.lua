@@ -2,38 +2,42 @@
 -- when its node died (its lease expired) before the request was answered
 -- (a JSON-RPC error built by the caller). ARGV: stream, nonce, payload,
 -- and for a request on a stream other requests share (the legacy
--- transport's) its token, with KEYS[8] the mark that it was answered.
+-- transport's) its token, with the meta field 'a:<token>' the mark that
+-- it was answered.
 -- On its own stream (no token) the request is answered if the stream is
 -- still open: the answer is appended and the stream ended, in one step.
 -- On a shared stream it is answered if the mark is absent and the stream
--- open: the answer is appended and the mark set (for the session's idle
--- timeout), in one step; the stream goes on. Either way a node's answer,
--- a reaper's, and a reaper that dies half-way and the next one never
--- answer twice.
--- Answers {'ok', seq}, {'done'} (already answered, the stream ended or
--- gone), {'too_large'} (the answer exceeds the session's byte budget) or
--- {'unknown'}.
+-- open: the answer is appended and the mark set, in one step; the stream
+-- goes on. The mark is a field of the meta, so it lasts as long as the
+-- session (the request's registration cannot outlive it); whoever forgets
+-- the registration deletes the mark after (nodes.rs). Either way a node's
+-- answer, a reaper's, and a reaper that dies half-way and the next one
+-- never answer twice.
+-- ARGV[5] 'mark' (shared only): the request was cancelled, it gets no
+-- answer: only the mark is set, so that no reaper answers it later.
+-- Answers {'ok', seq} (seq 0 for a mark), {'done'} (already answered, the
+-- stream ended or gone), {'too_large'} (the answer exceeds the session's
+-- byte budget) or {'unknown'}.
 local bad = wrong_type()
 if bad then
   return { 'corrupt', bad }
 end
 local shared = ARGV[4] ~= nil and ARGV[4] ~= ''
-if shared then
-  local v = redis.pcall('GET', KEYS[8])
-  if failed(v) then
-    return { 'corrupt', KEYS[8] }
-  end
-  if v then
-    return { 'done' }
-  end
-end
 local m = meta_get()
 if not m then
   return { 'unknown' }
 end
+local mark = shared and 'a:' .. ARGV[4]
+if shared and redis.call('HEXISTS', M, mark) == 1 then
+  return { 'done' }
+end
 local r = rec_get(tonumber(ARGV[1]))
 if not r or r.ended == 1 then
   return { 'done' }
+end
+if shared and ARGV[5] == 'mark' then
+  redis.call('HSET', M, mark, '1')
+  return { 'ok', 0 }
 end
 local payload = ARGV[3]
 if #payload > m.budget then
@@ -43,7 +47,7 @@ local recs = {}
 recs[ARGV[1]] = r
 local seq = write_events(m, recs, { ARGV[1], ARGV[2], payload }, 1, 1, redis.call('LLEN', B))
 if shared then
-  redis.call('SET', KEYS[8], ARGV[4], 'PX', fmt(m.ttl))
+  redis.call('HSET', M, mark, '1')
   meta_put(m)
   touch(m)
   -- A head, as an append announces.

@@ -41,33 +41,49 @@ impl RedisStore {
         at: impl Into<RequestAt>,
         payload: &[u8],
     ) -> Result<bool, StoreError> {
-        match self.orphan(id, at.into(), payload).await? {
+        match self.orphan(id, at.into(), Some(payload)).await? {
             Orphaned::Wrote => Ok(true),
             Orphaned::Done => Ok(false),
             Orphaned::TooLarge => Err(StoreError::AnswerTooLarge { len: payload.len() }),
         }
     }
 
+    /// Marks a request on a shared stream answered without an answer (it
+    /// was cancelled: MCP sends no response then), so that no reaper
+    /// answers it if its node dies before it forgets the request
+    /// ([`RedisStore::finish_request`]). `Ok(false)`: it was answered or
+    /// marked already, or its stream is gone. A request on its own stream
+    /// is marked by ending the stream instead ([`RedisStore::end_stream`]).
+    pub async fn mark_answered(
+        &self,
+        id: &SessionId,
+        stream: StreamId,
+        token: u64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.orphan(id, RequestAt::Shared(stream, token), None).await? == Orphaned::Wrote)
+    }
+
     /// `orphan.lua` (the answer, once, and the end of the request's own
-    /// stream), safe from a failover (`durable.rs`).
+    /// stream; with no `payload`, a shared stream's mark alone), safe from
+    /// a failover (`durable.rs`).
     pub(crate) async fn orphan(
         &self,
         id: &SessionId,
         at: RequestAt,
-        payload: &[u8],
+        payload: Option<&[u8]>,
     ) -> Result<Orphaned, StoreError> {
         let nonce = format!("{:016x}", random_u64());
         let s = at.stream().0.to_string();
-        // On a shared stream: the token, and the mark's key as an eighth.
-        let (token, mark) = match at {
-            RequestAt::Own(_) => (None, None),
-            RequestAt::Shared(_, t) => {
-                (Some(format!("{t:016x}")), Some(crate::keys::answered(&self.config.prefix, id, t)))
-            }
+        let token = match at {
+            RequestAt::Own(_) => String::new(),
+            RequestAt::Shared(_, t) => format!("{t:016x}"),
         };
-        let mut args: Vec<&[u8]> = vec![s.as_bytes(), nonce.as_bytes(), payload];
-        args.extend(token.as_ref().map(|t| t.as_bytes()));
-        let cmd = self.script_cmd(&self.scripts.orphan, id, mark, &args);
+        let mut args: Vec<&[u8]> =
+            vec![s.as_bytes(), nonce.as_bytes(), payload.unwrap_or_default(), token.as_bytes()];
+        if payload.is_none() {
+            args.push(b"mark");
+        }
+        let cmd = self.script_cmd(&self.scripts.orphan, id, None, &args);
         let add = |p: &mut redis::Pipeline| {
             p.add_command(cmd.clone());
         };
