@@ -73,7 +73,8 @@ pub(crate) fn session_of_channel(prefix: &str, channel: &str) -> Option<SessionI
 }
 
 /// The channel a task's event stream announces its writes on
-/// (`lua/task_events_append.lua`).
+/// (`lua/task_events_append.lua`), and its record its replacements
+/// (`scripts.rs`, REPLACE: the record's key with `:n`).
 pub(crate) fn task_channel(prefix: &str, task: &str) -> String {
     format!("{prefix}task:{{{task}}}:n")
 }

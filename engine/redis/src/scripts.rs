@@ -97,14 +97,17 @@ if ttl > 0 and redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS
 return 1";
 
 /// Replaces a record if it is still `old` (ARGV[1]) with `new` (ARGV[2]),
-/// keeping its expiry. Idempotent: a record that is `new` already (this
-/// write, retried) is done too. 1: replaced; 0: it changed meanwhile; -1:
-/// gone.
+/// keeping its expiry, and announces it on the task's channel (the one its
+/// event stream's writes are announced on, `keys::task_channel`: what
+/// listen streams watching the task wait for). Idempotent: a record that
+/// is `new` already (this write, retried) is done too. 1: replaced; 0: it
+/// changed meanwhile; -1: gone.
 const REPLACE: &str = "local v = redis.call('GET', KEYS[1])
 if v == false then return -1 end
 if v == ARGV[2] then return 1 end
 if v ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+redis.call('PUBLISH', KEYS[1] .. ':n', 'status')
 return 1";
 
 /// A task event stream's scripts (`task_events.rs`): the append and the

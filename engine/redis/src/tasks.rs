@@ -146,3 +146,12 @@ impl RedisStore {
         Ok(r.iter().any(|v| matches!(v, Value::Int(1))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// REPLACE announces on its record's key with `:n`: the task's channel.
+    #[test]
+    fn a_record_announces_on_its_task_channel() {
+        assert_eq!(format!("{}:n", super::record_key("p:", "t-1")), crate::keys::task_channel("p:", "t-1"));
+    }
+}

@@ -170,6 +170,39 @@ async fn a_follower_that_hears_no_announcement_still_brings_every_event() {
     let (seqs, end) = read.expect("the task's stream ends within 10 s");
     assert_eq!((seqs, end.as_str()), ((0..20).collect::<Vec<_>>(), "ended"));
     eprintln!("a task stream on the deaf node ended, whole, in {:?}", t.elapsed());
+
+    // A listen stream on the deaf node, watching a task of node a that
+    // completes on its own (no bus message): told by the safety net.
+    let id = task(&a, 2, 300).await;
+    let t = Instant::now();
+    let mut listen = listen_to(&deaf, &id).await;
+    let status = tokio::time::timeout(Duration::from_secs(10), terminal(&mut listen)).await;
+    assert_eq!(status.expect("told within 10 s"), "completed");
+    eprintln!("a listen stream on the deaf node was told its task completed after {:?}", t.elapsed());
+}
+
+/// A `subscriptions/listen` stream on `node` watching task `id`, read past
+/// its acknowledgment.
+async fn listen_to(node: &Node, id: &str) -> SseReader {
+    let r =
+        task_request(&node.url, "subscriptions/listen", json!({"notifications": {"taskIds": [id]}})).await;
+    let mut sse = SseReader::new(r);
+    let ack = sse.next().await.and_then(|e| e.json()).expect("the acknowledgment");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    sse
+}
+
+/// Reads a listen stream's task notifications to a terminal status; that
+/// status.
+async fn terminal(sse: &mut SseReader) -> String {
+    loop {
+        let m = sse.next().await.and_then(|e| e.json()).expect("a task notification");
+        assert_eq!(m["method"], "notifications/tasks", "{m}");
+        let status = m["params"]["status"].as_str().expect("a status").to_owned();
+        if ["completed", "failed", "cancelled"].contains(&status.as_str()) {
+            return status;
+        }
+    }
 }
 
 /// A task on node a, `count` events `interval_ms` apart; its id.
@@ -230,5 +263,51 @@ async fn idle_task_stream_readers_wait_to_be_told() {
         futures_util::stream::iter(readers).map(read_task_stream).buffered(READERS).collect().await;
     for e in ends {
         assert_eq!(e, (vec![0, 1], "ended".to_owned()), "every reader: both events, then the end");
+    }
+}
+
+/// 60 listen streams on node b, each watching its own task running on
+/// node a, and the tasks' work, all waiting: Redis sees under 100 commands
+/// a second in all. Each stream read its task twice a second and each
+/// work its record once a second before (about 180 reads a second); now
+/// they wait to be told (the store announces a record's change) and the
+/// nodes' safety nets read 4 watched tasks a second each. Then each task
+/// is cancelled on node a, and every stream on node b is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_listen_streams_and_task_work_wait_to_be_told() {
+    const STREAMS: usize = 60;
+    let redis = RedisServer::start(&[]);
+    let (a, b) = (Node::start(&redis.url(), &[]), Node::start(&redis.url(), &[]));
+    let mut ids = Vec::new();
+    for _ in 0..STREAMS {
+        let created =
+            task_call(&a.url, "tools/call", json!({"name": "slow_compute", "arguments": {"seconds": 60}}))
+                .await;
+        ids.push(created["result"]["taskId"].as_str().expect("a task").to_owned());
+    }
+    let mut streams = Vec::new();
+    for id in &ids {
+        let mut sse = listen_to(&b, id).await;
+        let first = sse.next().await.and_then(|e| e.json()).expect("the task as it is");
+        assert_eq!(first["params"]["status"], "working", "{first}");
+        streams.push(sse);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut admin).await.unwrap();
+    let window = Duration::from_secs(3);
+    tokio::time::sleep(window).await;
+    let calls = command_calls(&mut admin).await;
+    let total: u64 = calls.iter().filter(|(name, _)| name.as_str() != "info").map(|(_, n)| n).sum();
+    eprintln!("{STREAMS} idle listen streams and tasks, {window:?}: {total} Redis commands {calls:?}");
+    assert!(total < 100 * window.as_secs(), "{total} commands in {window:?}: {calls:?}");
+    for id in &ids {
+        let ack = task_call(&a.url, "tasks/cancel", json!({"taskId": id})).await;
+        assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    }
+    for sse in &mut streams {
+        let status = tokio::time::timeout(Duration::from_secs(5), terminal(sse)).await;
+        assert_eq!(status.expect("told within 5 s"), "cancelled");
     }
 }

@@ -172,6 +172,7 @@ impl Backend {
                 store: c.store.clone(),
                 me: c.node.clone(),
                 judge: Arc::clone(&c.judge),
+                notifier: c.notifier().clone(),
             }),
         }
     }

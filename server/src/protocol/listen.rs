@@ -8,7 +8,7 @@ use super::Protocol;
 use crate::sessionless::filter::{Filter, META_SUBSCRIPTION};
 use crate::sessionless::inflight::Permit;
 use crate::sessionless::queue::QueueTx;
-use crate::tasks::{Watched, LISTEN_POLL};
+use crate::tasks::Watched;
 use crate::vocab::jsonrpc;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -36,12 +36,10 @@ pub(super) fn listen(p: &Protocol, l: Listen, tx: QueueTx, reply: oneshot::Sende
     tokio::spawn(async move {
         let _permit = permit;
         // Tasks: those the caller may see, each sent as it is now, then on
-        // every change of its status (polled: a change may be another
+        // every change of its status (woken for it: a change may be another
         // node's), until it is terminal or gone.
         let mut watched = Watched::new(tasks, caller);
         filter.task_ids = watched.agree(&filter.task_ids).await;
-        let mut poll = tokio::time::interval(LISTEN_POLL);
-        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let ack = jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             json!({"_meta": {META_SUBSCRIPTION: id}, "notifications": filter.to_json()}),
@@ -59,9 +57,16 @@ pub(super) fn listen(p: &Protocol, l: Listen, tx: QueueTx, reply: oneshot::Sende
                     Err(RecvError::Closed) => break,
                 },
                 _ = tx.closed() => return,
-                _ = poll.tick(), if !watched.is_empty() => {
-                    for task in watched.ids() {
-                        let Some(mut t) = watched.change(&task).await else { continue };
+                ids = watched.woken(), if !watched.is_empty() => {
+                    for task in ids {
+                        let mut t = match watched.change(&task).await {
+                            Ok(Some(t)) => t,
+                            Ok(None) => continue,
+                            Err(()) => {
+                                watched.retry(&task);
+                                continue;
+                            }
+                        };
                         t.insert("_meta".into(), json!({META_SUBSCRIPTION: id}));
                         let n = jsonrpc::notification("notifications/tasks", Value::Object(t));
                         if tx.send(Bytes::from(n.to_string())).await.is_err() {

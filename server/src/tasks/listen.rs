@@ -1,17 +1,21 @@
 //! Task status notifications on a `subscriptions/listen` stream
-//! (`docs/SPEC.md` §5.5): the tasks a stream watches, polled, each sent as
-//! it is and at every change, to its terminal status.
+//! (`docs/SPEC.md` §5.5): the tasks a stream watches, each sent as it is
+//! and at every change, to its terminal status. A stream reads a task
+//! again when woken for it (`watchers.rs`), never on a timer.
 
+use super::watchers::Listener;
 use super::{now_ms, visible, wire, Tasks};
 use crate::backend::task_store::{Lookup, Status, StoreError};
 use crate::vocab::sync::lock;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How often a listen stream looks at the tasks it watches.
-pub(crate) const LISTEN_POLL: Duration = Duration::from_millis(500);
+/// How soon a listen stream reads again a task the store did not answer
+/// for.
+pub(crate) const LISTEN_RETRY: Duration = Duration::from_millis(500);
 
 /// How long a read of a watched task serves every listen stream of this
 /// node that looks at the task.
@@ -20,15 +24,25 @@ const SHARED_FOR: Duration = Duration::from_millis(250);
 /// How often the reads are swept while streams look.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// A read of a task, and when it was made.
-type Read = Option<(Instant, Arc<Result<Lookup, StoreError>>)>;
+/// A read of a task: when it was made, the task's generation when it
+/// started, and what it found.
+type Read = Option<(Instant, u64, Arc<Result<Lookup, StoreError>>)>;
+
+/// The shared read of one task, and the task's generation: raised at each
+/// wake-up for the task, so that a read made before the change it was
+/// woken for is not served after.
+#[derive(Default)]
+struct Slot {
+    generation: AtomicU64,
+    read: tokio::sync::Mutex<Read>,
+}
 
 /// The reads of watched tasks, shared by every listen stream of this node:
 /// a task read within [`SHARED_FOR`] is not read again, and streams that
 /// look at once wait for the one read, so the store is asked about each
-/// watched task about twice per poll however many streams watch it (one
-/// client's 256 streams of 64 tasks each were 32 768 reads a second, each a
-/// Redis round trip and a parse in a cluster).
+/// watched task about once per change however many streams watch it (one
+/// client's 256 streams of 64 tasks each were 32 768 reads a second when
+/// each polled, each a Redis round trip and a parse in a cluster).
 #[derive(Default)]
 pub(crate) struct SharedReads {
     reads: Mutex<Reads>,
@@ -41,7 +55,7 @@ impl std::fmt::Debug for SharedReads {
 }
 
 struct Reads {
-    by_id: HashMap<String, Arc<tokio::sync::Mutex<Read>>>,
+    by_id: HashMap<String, Arc<Slot>>,
     /// How many entries there were after the last sweep, and when.
     swept_to: usize,
     swept_at: Instant,
@@ -59,7 +73,9 @@ impl Reads {
     fn sweep(&mut self) {
         self.by_id.retain(|_, s| {
             Arc::strong_count(s) > 1
-                || s.try_lock().map_or(true, |r| r.as_ref().is_some_and(|(at, _)| at.elapsed() < SHARED_FOR))
+                || s.read
+                    .try_lock()
+                    .map_or(true, |r| r.as_ref().is_some_and(|(at, ..)| at.elapsed() < SHARED_FOR))
         });
         self.swept_to = self.by_id.len();
         self.swept_at = Instant::now();
@@ -80,15 +96,24 @@ impl SharedReads {
             }
             Arc::clone(reads.by_id.entry(id.to_owned()).or_default())
         };
-        let mut read = slot.lock().await;
-        if let Some((at, l)) = &*read {
-            if at.elapsed() < SHARED_FOR {
+        let mut read = slot.read.lock().await;
+        let generation = slot.generation.load(Ordering::Acquire);
+        if let Some((at, g, l)) = &*read {
+            if at.elapsed() < SHARED_FOR && *g == generation {
                 return Arc::clone(l);
             }
         }
         let l = Arc::new(tasks.store.get(id, now_ms()).await);
-        *read = Some((Instant::now(), Arc::clone(&l)));
+        *read = Some((Instant::now(), generation, Arc::clone(&l)));
         l
+    }
+
+    /// Task `id` may have changed: a read of it made so far is not served
+    /// again.
+    pub(crate) fn stale(&self, id: &str) {
+        if let Some(s) = lock(&self.reads).by_id.get(id) {
+            s.generation.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Drops the stale reads (the server's sweeper calls it).
@@ -109,15 +134,18 @@ pub(crate) struct Watched {
     caller: Option<String>,
     /// Task id → (status, last update, outstanding keys) last sent.
     seen: HashMap<String, Option<(Status, u64, Vec<String>)>>,
+    /// Its wake-up.
+    listener: Arc<Listener>,
 }
 
 impl Watched {
     pub(crate) fn new(tasks: Arc<Tasks>, caller: Option<String>) -> Self {
-        Watched { tasks, caller, seen: HashMap::new() }
+        Watched { tasks, caller, seen: HashMap::new(), listener: Arc::default() }
     }
 
     /// Watches those of `ids` the caller may see (and that are not
-    /// terminal-and-sent yet); returns them, for the acknowledgment.
+    /// terminal-and-sent yet); returns them, for the acknowledgment. Each
+    /// is read again at once (see [`Watched::woken`]), then sent as it is.
     pub(crate) async fn agree(&mut self, ids: &[String]) -> Vec<String> {
         let mut agreed = vec![];
         for id in ids {
@@ -127,6 +155,7 @@ impl Watched {
             let found = self.tasks.store.get(id, now_ms()).await;
             if let Ok(Lookup::Found(_)) = found.map(|l| visible(l, self.caller.as_deref())) {
                 self.seen.insert(id.clone(), None);
+                self.tasks.watchers.watch(id, &self.listener);
                 agreed.push(id.clone());
             }
         }
@@ -137,35 +166,63 @@ impl Watched {
         self.seen.is_empty()
     }
 
-    /// The ids it watches now.
-    pub(crate) fn ids(&self) -> Vec<String> {
-        self.seen.keys().cloned().collect()
+    /// Waits until a watched task may have changed; which (those it no
+    /// longer watches left out).
+    pub(crate) async fn woken(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            self.listener.woken().await.into_iter().filter(|id| self.seen.contains_key(id)).collect();
+        ids.sort();
+        ids
+    }
+
+    /// Reads task `id` again soon (the store did not answer).
+    pub(crate) fn retry(&self, id: &str) {
+        let listener = Arc::clone(&self.listener);
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            tokio::time::sleep(LISTEN_RETRY).await;
+            listener.nudge(&id);
+        });
     }
 
     /// The `DetailedTask` of watched task `id` if it changed since it was
     /// last sent (each is sent once as it is at first); a terminal one is
     /// sent once and no longer watched, an expired or vanished one is
-    /// dropped. A store that does not answer is asked at the next poll.
-    /// One at a time, so that a stream holds at most one built and what its
-    /// queue holds.
-    pub(crate) async fn change(&mut self, id: &str) -> Option<Map<String, Value>> {
+    /// dropped. `Err` when the store did not answer. One at a time, so
+    /// that a stream holds at most one built and what its queue holds.
+    pub(crate) async fn change(&mut self, id: &str) -> Result<Option<Map<String, Value>>, ()> {
         let read = self.tasks.listen_reads.get(&self.tasks, id).await;
         let r = match &*read {
-            Err(_) => return None,
+            Err(_) => return Err(()),
             Ok(Lookup::Found(r)) if r.owner.is_none() || r.owner == self.caller => r,
             Ok(_) => {
-                self.seen.remove(id);
-                return None;
+                self.forget(id);
+                return Ok(None);
             }
         };
+        self.tasks.watchers.note_node(id, r.node.as_deref());
         let mark = Some((r.status, r.updated_at_ms, r.input_requests.keys().cloned().collect()));
         let out = (self.seen.get(id) != Some(&mark)).then(|| wire(r, true));
         if r.status.is_terminal() {
-            self.seen.remove(id);
+            self.forget(id);
         } else {
             self.seen.insert(id.to_owned(), mark);
         }
-        out
+        Ok(out)
+    }
+
+    fn forget(&mut self, id: &str) {
+        self.seen.remove(id);
+        self.tasks.watchers.unwatch(id, &self.listener);
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let ids: HashSet<String> = self.seen.keys().cloned().collect();
+        for id in ids {
+            self.tasks.watchers.unwatch(&id, &self.listener);
+        }
     }
 }
 

@@ -87,7 +87,7 @@ impl Tasks {
             r.updated_at_ms = now;
             true
         };
-        let l = visible(self.store.modify(id, now, &mut change).await.map_err(unavailable)?, caller);
+        let l = visible(self.modify(id, now, &mut change).await.map_err(unavailable)?, caller);
         if let Some(why) = invalid {
             return Err(RpcError::invalid_params(why));
         }
@@ -113,7 +113,7 @@ impl Tasks {
             ended = r.end(Status::Cancelled, None, Some("cancelled by the client".into()), now);
             ended
         };
-        let after = self.store.modify(id, now, &mut change).await;
+        let after = self.modify(id, now, &mut change).await;
         if ended {
             self.count_end(&after);
         }

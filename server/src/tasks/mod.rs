@@ -24,11 +24,12 @@ mod events;
 mod listen;
 mod methods;
 mod stream;
+mod watchers;
 mod wire;
 
 pub use events::{check_type, TaskEventError, EVENT_METHOD, RELATED_TASK};
 pub(crate) use events::{notification, Active, Subscription, EVENT_OVERHEAD};
-pub(crate) use listen::{Watched, LISTEN_POLL};
+pub(crate) use listen::Watched;
 pub(crate) use wire::{now_ms, wire};
 
 use crate::backend::task_store::{CreateError, Lookup, Record, Status, StoreError, TaskStore};
@@ -44,14 +45,15 @@ use tokio_util::sync::CancellationToken;
 /// The extension's identifier, in capabilities.
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// How often a task waiting for input looks at its record even when no
-/// wake-up came (a `tasks/update` served by another cluster node wakes
-/// nothing here).
-const INPUT_POLL: Duration = Duration::from_millis(200);
+/// How long running work, or work waiting for input, goes without reading
+/// its record when nothing woke it: a backstop only. A change of the
+/// record wakes it (`watchers.rs`: this node's changes, the store's
+/// announcements of another node's, and the node's safety net, which reads
+/// a few watched tasks a second in turn), and its expiry is waited for.
+const WORK_WAIT: Duration = Duration::from_secs(10);
 
-/// How often running work looks at its record: a cancel served by another
-/// cluster node, or an expiry, stops it within this.
-const WORK_POLL: Duration = Duration::from_secs(1);
+/// How soon work reads its record again after the store did not answer.
+const WORK_RETRY: Duration = Duration::from_secs(1);
 
 /// Whether `capabilities` (a request's declared client capabilities)
 /// include the tasks extension.
@@ -143,7 +145,10 @@ pub(crate) struct Tasks {
     /// The tasks' event streams (SEP-2694), when served.
     events: Option<events::EventStreams>,
     /// Listen streams' reads of the tasks they watch, shared.
-    listen_reads: listen::SharedReads,
+    listen_reads: Arc<listen::SharedReads>,
+    /// What wakes the readers of task records: listen streams, and each
+    /// running work's look at its own record.
+    watchers: Arc<watchers::Watchers>,
     /// Tells the cluster's other nodes of a change this node made to a
     /// task's record (`None` in process).
     news: Option<TaskNews>,
@@ -240,14 +245,29 @@ impl Tasks {
             Some(c) => events::EventStreams::cluster(c, max),
             None => events::EventStreams::new(Some(hub), config, max),
         });
-        let listen_reads = listen::SharedReads::default();
-        Tasks { store, limits, node, running: Default::default(), metrics, events, listen_reads, news }
+        let listen_reads = Arc::new(listen::SharedReads::default());
+        let stale = Arc::clone(&listen_reads);
+        let watchers =
+            Arc::new(watchers::Watchers::new(Arc::clone(&store), Box::new(move |id| stale.stale(id))));
+        Tasks {
+            store,
+            limits,
+            node,
+            running: Default::default(),
+            metrics,
+            events,
+            listen_reads,
+            watchers,
+            news,
+        }
     }
 
     /// Another node changed task `id`'s record (the bus): its work here,
     /// if any, stops at once when the task `ended` (no event it emits from
     /// now on is taken), or wakes to read its input.
     pub(crate) fn changed_elsewhere(&self, id: &str, ended: bool) {
+        // Its readers here too (the store announced it as well).
+        self.watchers.wake(id);
         let Some(w) = crate::vocab::sync::lock(&self.running).get(id).cloned() else { return };
         if ended {
             self.end_events(id);
@@ -263,6 +283,29 @@ impl Tasks {
         if let Some(news) = &self.news {
             news.tell(id.to_owned(), ended).await;
         }
+    }
+
+    /// Applies `change` to task `id`'s record ([`TaskStore::modify`]) and,
+    /// when it changed it, wakes the record's readers on this node.
+    async fn modify(
+        &self,
+        id: &str,
+        now: u64,
+        change: crate::backend::task_store::Change<'_>,
+    ) -> Result<Lookup, StoreError> {
+        let mut changed = false;
+        let after = {
+            let mut noting = |r: &mut Record| {
+                let c = change(r);
+                changed |= c;
+                c
+            };
+            self.store.modify(id, now, &mut noting).await
+        };
+        if changed {
+            self.watchers.wake(id);
+        }
+        after
     }
 
     /// Drops the listen streams' stale reads of watched tasks.
@@ -406,19 +449,24 @@ impl Tasks {
             None => return,
         };
         // Ends when the record says the work is moot: it is terminal
-        // (cancelled, here or on another node), expired, or gone. A store
-        // that does not answer is asked again at the next poll.
+        // (cancelled, here or on another node), expired, or gone. The
+        // record is read again when it changes (the watchers), or expires;
+        // a store that does not answer is asked again after a while.
+        let watching = self.watchers.watching(id);
         let moot = async {
             loop {
-                match self.store.get(id, now_ms()).await {
+                let wait = match self.store.get(id, now_ms()).await {
                     Ok(Lookup::Found(r)) if !r.status.is_terminal() => {
-                        let left = r.expires_at_ms().map_or(WORK_POLL, |e| {
-                            Duration::from_millis(e.saturating_sub(now_ms())).min(WORK_POLL)
-                        });
-                        tokio::time::sleep(left).await;
+                        r.expires_at_ms().map_or(WORK_WAIT, |e| {
+                            Duration::from_millis(e.saturating_sub(now_ms())).min(WORK_WAIT)
+                        })
                     }
                     Ok(_) => return,
-                    Err(_) => tokio::time::sleep(WORK_POLL).await,
+                    Err(_) => WORK_RETRY,
+                };
+                tokio::select! {
+                    _ = watching.woken() => {}
+                    _ = tokio::time::sleep(wait) => {}
                 }
             }
         };
@@ -500,7 +548,7 @@ impl Tasks {
             };
             ended
         };
-        let after = self.store.modify(id, now, &mut change).await;
+        let after = self.modify(id, now, &mut change).await;
         if ended {
             self.count_end(&after);
         }
@@ -553,12 +601,12 @@ impl Tasks {
             r.updated_at_ms = now_ms();
             true
         };
-        let l =
-            self.store.modify(id, now_ms(), &mut change).await.map_err(|_| ClientRequestError::Cancelled)?;
+        let l = self.modify(id, now_ms(), &mut change).await.map_err(|_| ClientRequestError::Cancelled)?;
         match l {
             Lookup::Found(r) if !r.status.is_terminal() => {}
             _ => return Err(ClientRequestError::Cancelled),
         }
+        let watching = self.watchers.watching(id);
         let mut got = Map::new();
         loop {
             let mut taken = Map::new();
@@ -571,7 +619,7 @@ impl Tasks {
                 }
                 !taken.is_empty()
             };
-            let l = self.store.modify(id, now_ms(), &mut take).await;
+            let l = self.modify(id, now_ms(), &mut take).await;
             for (wire_key, key) in &names {
                 if let Some(a) = taken.remove(wire_key) {
                     got.insert(key.clone(), a);
@@ -580,15 +628,17 @@ impl Tasks {
             if got.len() == names.len() {
                 return Ok(got);
             }
-            match l {
-                Ok(Lookup::Found(r)) if !r.status.is_terminal() => {}
+            let wait = match l {
+                Ok(Lookup::Found(r)) if !r.status.is_terminal() => WORK_WAIT,
                 Ok(_) => return Err(ClientRequestError::Cancelled),
-                // The store did not answer: look again at the next poll.
-                Err(_) => {}
-            }
+                Err(_) => WORK_RETRY,
+            };
+            // An answer `tasks/update` recorded, here or on another node,
+            // wakes it.
             tokio::select! {
                 _ = work.input.notified() => {}
-                _ = tokio::time::sleep(INPUT_POLL) => {}
+                _ = watching.woken() => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = work.cancel.cancelled() => return Err(ClientRequestError::Cancelled),
             }
         }

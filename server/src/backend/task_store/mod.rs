@@ -193,4 +193,26 @@ pub(crate) trait TaskStore: Send + Sync + std::fmt::Debug {
     fn sweep(&self, _now_ms: u64) -> usize {
         0
     }
+
+    /// A wake-up at every change of task `id`'s record, whichever node
+    /// made it (`None`: every change is this process's, the in-process
+    /// store's).
+    fn watch(&self, _id: &str) -> Option<Box<dyn TaskWatch>> {
+        None
+    }
+
+    /// Whether node `node`, named by a record as running its work, is
+    /// alive (or the store cannot tell now); always where there are no
+    /// nodes.
+    fn node_alive<'a>(&'a self, _node: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { true })
+    }
+}
+
+/// See [`TaskStore::watch`]. Dropping it stops the watch.
+pub(crate) trait TaskWatch: Send + Sync {
+    /// Waits for the next change of the record (one made while nobody
+    /// waited is remembered); it also wakes when changes may have gone
+    /// unheard (the store's connection was re-established).
+    fn changed(&self) -> BoxFuture<'_, ()>;
 }

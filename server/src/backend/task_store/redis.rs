@@ -27,6 +27,22 @@ pub(crate) struct RedisTasks {
     /// Whether this node may take the node of a task for dead now (not
     /// while its own view of the store is unreliable).
     pub(crate) judge: std::sync::Arc<crate::backend::cluster::Judge>,
+    /// The store's announcements (a record's replacement is announced on
+    /// its task's channel).
+    pub(crate) notifier: gapless_redis::Notifier,
+}
+
+/// A task's announcements ([`TaskStore::watch`]).
+struct Announced(gapless_redis::Watch);
+
+impl super::TaskWatch for Announced {
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.0.changed().await;
+            // What it was does not matter: the record is read again.
+            let _ = self.0.heard();
+        })
+    }
 }
 
 impl std::fmt::Debug for RedisTasks {
@@ -135,5 +151,17 @@ impl TaskStore for RedisTasks {
         change: Change<'a>,
     ) -> BoxFuture<'a, Result<Lookup, StoreError>> {
         Box::pin(self.change(id, now_ms, Some(change)))
+    }
+
+    fn watch(&self, id: &str) -> Option<Box<dyn super::TaskWatch>> {
+        Some(Box::new(Announced(self.notifier.watch_task(id))))
+    }
+
+    fn node_alive<'a>(&'a self, node: &'a str) -> BoxFuture<'a, bool> {
+        // Not while this node's own view is unreliable; a store that does
+        // not answer is no news either.
+        Box::pin(
+            async move { !self.judge.may_judge() || self.store.node_is_alive(node).await.unwrap_or(true) },
+        )
     }
 }
