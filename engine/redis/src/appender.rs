@@ -317,6 +317,17 @@ impl Appender {
     }
 
     /// The refusal of an enqueued event of `stream` not told to its
+    /// publisher yet, if any, told now (as to the stream's next `enqueue`:
+    /// events enqueued after this are not behind it).
+    pub fn tell(&self, stream: StreamId) -> Option<AppendError> {
+        let mut broken = lock(&self.shared.broken);
+        let b = broken.get_mut(&stream)?;
+        let e = b.untold.take()?;
+        b.epoch += 1;
+        Some(e)
+    }
+
+    /// The refusal of an enqueued event of `stream` not told to its
     /// publisher yet, if any; forgets it (the stream is over).
     pub fn forget(&self, stream: StreamId) -> Option<AppendError> {
         lock(&self.shared.broken).remove(&stream).and_then(|b| b.untold)

@@ -101,6 +101,18 @@ fn too_large_answer(response: &[u8], len: usize) -> Bytes {
     Bytes::from(crate::vocab::jsonrpc::response(&id.unwrap_or(Value::Null), Err(e)).to_string())
 }
 
+/// The error that takes the place of a request's response (`response`)
+/// when an event queued on its stream was refused (`why`) and no publish
+/// was told: the response would otherwise follow a hole in the stream.
+fn refused_answer(response: &[u8], why: &gapless_redis::AppendError) -> Bytes {
+    let id = serde_json::from_slice::<Value>(response).ok().and_then(|v| v.get("id").cloned());
+    let e = crate::vocab::jsonrpc::RpcError::new(
+        crate::vocab::jsonrpc::code::INTERNAL_ERROR,
+        format!("event refused: {why}; the request's response is withheld, since an event it published before it is not stored"),
+    );
+    Bytes::from(crate::vocab::jsonrpc::response(&id.unwrap_or(Value::Null), Err(e)).to_string())
+}
+
 fn store_send_error(e: StoreError) -> SendError {
     match e {
         StoreError::UnknownSession => SendError::Closed,
@@ -162,15 +174,22 @@ impl SessionStore {
     }
 
     /// In a cluster, waits until the store has answered every event queued
-    /// so far (what follows goes after them), and reports a refusal of a
-    /// queued event of `stream` that no publish was told.
-    async fn settle(&self, session: &Session, stream: StreamId) {
-        if let SessionStore::Cluster { appender, .. } = self {
-            appender.barrier().await;
-            if let Some(e) = appender.forget(stream) {
-                tracing::warn!(session = %SessionTag::of_id(&session.id()), %stream, error = %e, "an event queued on this stream was refused, and no later publish on it was told");
-            }
+    /// so far (what follows goes after them); the refusal of a queued event
+    /// of `stream` that no publish was told, if any (told now; `over`: the
+    /// stream ends, its record of refusals goes).
+    async fn settle(
+        &self,
+        session: &Session,
+        stream: StreamId,
+        over: bool,
+    ) -> Option<gapless_redis::AppendError> {
+        let SessionStore::Cluster { appender, .. } = self else { return None };
+        appender.barrier().await;
+        let refused = if over { appender.forget(stream) } else { appender.tell(stream) };
+        if let Some(e) = &refused {
+            tracing::warn!(session = %SessionTag::of_id(&session.id()), %stream, error = %e, "an event queued on this stream was refused, and no later publish on it was told");
         }
+        refused
     }
 
     /// Publishes a request's response on its stream and, if the stream is
@@ -190,15 +209,17 @@ impl SessionStore {
         deadline: Duration,
     ) -> Responded {
         match self {
-            SessionStore::Cluster { cluster, appender, .. } if own || registered.is_some() => {
+            SessionStore::Cluster { cluster, .. } if own || registered.is_some() => {
                 let at = registered.filter(|_| !own).unwrap_or(RequestAt::Own(stream.id()));
-                if own {
-                    self.settle(session, stream.id()).await;
-                } else {
-                    // After what the request queued; the shared stream goes
-                    // on, with its other requests' bookkeeping.
-                    appender.barrier().await;
-                }
+                // After what the request queued (a shared stream goes on,
+                // with its other requests' bookkeeping). A refused event
+                // that no publish was told makes the response an error:
+                // never a response after a hole.
+                let refused = self.settle(session, stream.id(), own).await;
+                let bytes = match refused {
+                    Some(e) => refused_answer(&bytes, &e),
+                    None => bytes,
+                };
                 let deadline = tokio::time::Instant::now() + deadline;
                 let (mut bytes, mut replaced) = (bytes, false);
                 let mut len = bytes.len();
@@ -276,7 +297,9 @@ impl SessionStore {
         match self {
             SessionStore::Local => Ok(session.end_stream(stream)?),
             SessionStore::Cluster { cluster, .. } => {
-                self.settle(session, stream.id()).await;
+                // Ended without a response (cancelled, or a stream no
+                // request owns): a refusal nobody was told is logged.
+                let _ = self.settle(session, stream.id(), true).await;
                 cluster.store.end_stream(&session.id(), stream.id()).await.map_err(store_send_error)
             }
         }

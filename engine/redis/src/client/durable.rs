@@ -20,7 +20,11 @@
 //! and now has none (its link is down; the replica may still be promoted)
 //! is waited for like one whose replica lags, until the store's timeout;
 //! then the write fails with [`StoreError::Unavailable`] and the caller
-//! tries again later (the write is on the primary, but not yet safe).
+//! tries again later (the write is on the primary, but not yet safe). A
+//! primary whose every connected replica is in its first sync (a former
+//! primary rejoining after a failover) is not waited for: no replica can
+//! take the write before that sync ends, which takes seconds, and waiting
+//! would stall every request meanwhile.
 
 use super::RedisStore;
 use crate::error::StoreError;
@@ -54,6 +58,9 @@ impl Replicated {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Replication {
     pub(crate) replicas: u64,
+    /// Of those, how many are in their first sync (any `state` but
+    /// `online`): they acknowledge nothing until it completes.
+    pub(crate) syncing: u64,
     pub(crate) replid: String,
 }
 
@@ -62,8 +69,13 @@ pub(crate) fn replication(info: &str) -> Replication {
     let field = |name: &str| {
         info.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':'))).map(str::trim)
     };
+    let syncing = info
+        .lines()
+        .filter(|l| l.starts_with("slave") && l.contains("state=") && !l.contains("state=online"))
+        .count() as u64;
     Replication {
         replicas: field("connected_slaves").and_then(|n| n.parse().ok()).unwrap_or(0),
+        syncing,
         replid: field("master_replid").unwrap_or("").to_owned(),
     }
 }
@@ -168,6 +180,14 @@ impl RedisStore {
             if acked > 0 || (info.replicas == 0 && !self.replicated.had_replica(&info.replid)) {
                 return Ok(answers);
             }
+            // Every replica is in its first sync (one that rejoined after a
+            // failover): none could take this write before the sync ends
+            // (seconds: `repl-diskless-sync-delay` alone is 5 s by
+            // default), and a promotion of one now would lose all it lacks.
+            // Waiting would stall every request meanwhile: the write is done.
+            if info.replicas > 0 && info.syncing == info.replicas {
+                return Ok(answers);
+            }
             if !first && tokio::time::Instant::now() >= deadline {
                 return Err(StoreError::Unavailable(format!(
                     "no replica acknowledged the write within {:?} (the primary has {} connected)",
@@ -186,8 +206,13 @@ mod tests {
     #[test]
     fn reads_info_replication() {
         let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=1,state=online,offset=9,lag=0\r\nmaster_replid:abc123\r\nmaster_replid2:0000\r\n";
-        assert_eq!(replication(info), Replication { replicas: 2, replid: "abc123".into() });
-        assert_eq!(replication("role:master\r\n"), Replication { replicas: 0, replid: String::new() });
+        assert_eq!(replication(info), Replication { replicas: 2, syncing: 0, replid: "abc123".into() });
+        assert_eq!(
+            replication("role:master\r\n"),
+            Replication { replicas: 0, syncing: 0, replid: String::new() }
+        );
+        let syncing = "connected_slaves:2\r\nslave0:ip=127.0.0.1,port=1,state=wait_bgsave,offset=0,lag=0\r\nslave1:ip=127.0.0.1,port=2,state=online,offset=9,lag=0\r\nmaster_replid:abc\r\n";
+        assert_eq!(replication(syncing), Replication { replicas: 2, syncing: 1, replid: "abc".into() });
     }
 
     #[test]

@@ -96,11 +96,19 @@ impl SseEvent {
 pub struct SseReader {
     stream: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buf: String,
+    /// Whether the body broke (a transport error) rather than ended.
+    broken: bool,
 }
 
 impl SseReader {
     pub fn new(resp: reqwest::Response) -> Self {
-        SseReader { stream: resp.bytes_stream().boxed(), buf: String::new() }
+        SseReader { stream: resp.bytes_stream().boxed(), buf: String::new(), broken: false }
+    }
+
+    /// Whether [`SseReader::next`]'s `None` was a broken body (the
+    /// connection failed mid-response) rather than its end.
+    pub fn broken(&self) -> bool {
+        self.broken
     }
 
     /// The next event, `None` at the end of the body.
@@ -134,7 +142,11 @@ impl SseReader {
                 .expect("SSE stalled")
             {
                 Some(Ok(b)) => self.buf.push_str(std::str::from_utf8(&b).unwrap()),
-                _ => return None,
+                Some(Err(_)) => {
+                    self.broken = true;
+                    return None;
+                }
+                None => return None,
             }
         }
     }

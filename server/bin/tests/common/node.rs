@@ -20,7 +20,9 @@ impl Node {
         Node::start_with_env(redis, extra, &[])
     }
 
-    /// [`Node::start`] with more environment variables.
+    /// [`Node::start`] with more environment variables. The node's log
+    /// (warnings; its standard output) is shown when the test runs with
+    /// `GAPLESS_TEST_NODE_LOGS` set, else dropped.
     pub fn start_with_env(redis: &str, extra: &[&str], env: &[(&str, &str)]) -> Node {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_gapless-server"))
@@ -28,7 +30,11 @@ impl Node {
             .args(extra)
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(if std::env::var_os("GAPLESS_TEST_NODE_LOGS").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the gapless-server binary");

@@ -59,6 +59,20 @@ pub(crate) const REAP_EVERY: Duration = Duration::from_millis(500);
 /// How soon a renewal that failed is tried again.
 const RENEW_RETRY: Duration = Duration::from_millis(100);
 
+/// How long a node's own renewals must have gone on without a break before
+/// it takes another node for dead ([`Judge`]): ten of the others' renewal
+/// retries after a store outage that stopped theirs too.
+const JUDGE_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a stream's delivery mark is tried again while the store is
+/// unavailable (a Redis Cluster failover: about twice `cluster-node-timeout`)
+/// before the stream ends; with one try's own timeout (the store's, 2 s),
+/// a stream waits at most about 4.5 s.
+const DELIVERY_PATIENCE: Duration = Duration::from_millis(2500);
+
+/// How soon a delivery mark the store did not take is tried again.
+const DELIVERY_RETRY: Duration = Duration::from_millis(100);
+
 /// The store and this node's followers.
 pub(crate) struct Cluster {
     pub(crate) store: RedisStore,
@@ -81,9 +95,11 @@ pub(crate) struct Cluster {
 
 /// Whether a node sees the store reliably enough to take another node for
 /// dead (`docs/SPEC.md` §8.6): only once its own lease has been renewed
-/// without a break for a lease period and a reaper period. A store outage
-/// (a Redis Cluster failover: `MOVED`, `CLUSTERDOWN`) lets every lease run
-/// out; the others get that long to renew theirs. The reaper, a task's
+/// without a break for [`JUDGE_AFTER`]. A store outage (a Redis Cluster
+/// failover: `MOVED`, `CLUSTERDOWN`) may let other leases run out; the
+/// others get that long to renew theirs (they retry every
+/// [`RENEW_RETRY`]), and a node that died meanwhile is still answered for
+/// within about 5 s of its death. The reaper, a task's
 /// record read as `failed`, and a hold taken from a dead node all ask it.
 #[derive(Debug, Default)]
 pub(crate) struct Judge {
@@ -93,7 +109,7 @@ pub(crate) struct Judge {
 impl Judge {
     /// Whether this node may take a node whose lease is gone for dead.
     pub(crate) fn may_judge(&self) -> bool {
-        lock(&self.healthy_since).is_some_and(|t| t.elapsed() > NODE_LEASE + REAP_EVERY)
+        lock(&self.healthy_since).is_some_and(|t| t.elapsed() > JUDGE_AFTER)
     }
 
     fn renewed(&self, ok: bool) {
@@ -298,7 +314,19 @@ pub(super) fn mark_ahead(
         None => (None, 0),
     };
     let (id, stream, seq) = (session.id(), e.stream, e.seq);
-    Box::pin(async move { c.store.mark_delivered(&id, stream, seq, index, check).await.map(drop) })
+    Box::pin(async move {
+        let since = tokio::time::Instant::now();
+        loop {
+            match c.store.mark_delivered(&id, stream, seq, index, check).await {
+                // A failover under way: the stream waits rather than ends
+                // (a client cut before its first event has no cursor).
+                Err(StoreError::Unavailable(_)) if since.elapsed() < DELIVERY_PATIENCE => {
+                    tokio::time::sleep(DELIVERY_RETRY).await;
+                }
+                r => return r.map(drop),
+            }
+        }
+    })
 }
 
 /// What the error response of a request whose node stopped says.
