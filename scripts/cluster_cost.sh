@@ -14,8 +14,9 @@
 # it), and what does not depend on the load: Redis commands per delivered
 # event (`INFO commandstats`, scripts' own calls included, the commonest by
 # name) and Redis CPU per event (`INFO cpu`, user + system), over the calls
-# after a warm-up (`CONFIG RESETSTAT` between). N defaults to 20 000 (one)
-# and 2 000 (many).
+# after a warm-up (`CONFIG RESETSTAT` between); and the node's own CPU per
+# event (`/proc/<pid>/stat`, user + system; the client's curl is apart). N
+# defaults to 20 000 (one) and 2 000 (many).
 #
 # SERVER=path picks the binary (default target/release/gapless-server, built
 # here). Needs redis-server, redis-cli, redis-benchmark (scripts/setup.sh
@@ -59,6 +60,7 @@ fi
 port=$(free_port)
 RUST_LOG=error "$SERVER" --bind "127.0.0.1:$port" --redis-url "redis://127.0.0.1:$rport/0" >"$work/node.log" 2>&1 &
 pids+=($!)
+node_pid=$!
 url=http://127.0.0.1:$port/mcp
 for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 h=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
@@ -80,21 +82,25 @@ sids=()
 for _ in $(seq "$sessions"); do sids+=("$(session)"); done
 for sid in "${sids[@]}"; do call "$sid" 1 100 >/dev/null; done # warm-up
 cpu() { rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { t += $2 } END { printf "%.6f", t }'; }
+# The node's CPU seconds so far (utime + stime).
+node_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.6f", ($14 + $15) / hz }' "/proc/$node_pid/stat"; }
 rcli config resetstat >/dev/null
 c0=$(cpu)
+n0=$(node_cpu)
 t0=$(date +%s.%N)
 for sid in "${sids[@]}"; do call "$sid" 2 "$n" >"$work/bytes.$sid" & done
 wait_calls() { for job in $(jobs -p); do case " ${pids[*]} " in *" $job "*) ;; *) wait "$job" ;; esac; done; }
 wait_calls
 t1=$(date +%s.%N)
 c1=$(cpu)
+n1=$(node_cpu)
 for sid in "${sids[@]}"; do
   [ "$(cat "$work/bytes.$sid")" -gt "$n" ] || { echo "a call answered too little; the node's log:" >&2; tail -20 "$work/node.log" >&2; exit 1; }
 done
 rcli info commandstats | tr -d '\r' >"$work/stats"
-python3 - "$work/stats" "$n" "$sessions" "$t0" "$t1" "$c0" "$c1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
+python3 - "$work/stats" "$n" "$sessions" "$t0" "$t1" "$c0" "$c1" "$n0" "$n1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
 import re, sys
-stats, n, sessions, t0, t1, c0, c1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:8]), sys.argv[8]
+stats, n, sessions, t0, t1, c0, c1, n0, n1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:10]), sys.argv[10]
 calls, usec = {}, {}
 for line in open(stats):
     m = re.match(r'cmdstat_([^:]+):calls=(\d+),usec=(\d+)', line)
@@ -107,6 +113,7 @@ print(f"{sessions} session(s) x {n} events: {events / (t1 - t0):,.0f} events/s o
 print(f"Redis commands per delivered event: {total / events:.2f} ({total} in all)")
 print("  commonest: " + ", ".join(f"{k} {v / events:.3f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
 print(f"Redis CPU per delivered event: {(c1 - c0) / events * 1e6:.2f} us (user + system)")
+print(f"node CPU per delivered event: {(n1 - n0) / events * 1e6:.2f} us (user + system; 10 ms ticks)")
 # A script's usec include its inner commands' (which are counted again
 # under their own names).
 print("  most time (commandstats usec per event): " + ", ".join(f"{k} {v / events:.2f}" for k, v in sorted(usec.items(), key=lambda kv: -kv[1])[:6]))

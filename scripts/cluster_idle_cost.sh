@@ -43,44 +43,7 @@ measure() { # label
       }'
 }
 
-client=$(mktemp --suffix .py)
-cat >"$client" <<'PY'
-import asyncio, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-INIT = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
-        '"capabilities":{},"clientInfo":{"name":"idle","version":"1"}}}').encode()
-
-async def initialize(sem):
-    async with sem:
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        w.write(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-                b"accept: application/json, text/event-stream\r\nconnection: close\r\n"
-                b"content-length: %d\r\n\r\n%s" % (len(INIT), INIT))
-        head = (await r.readuntil(b"\r\n\r\n")).decode()
-        await r.read()
-        w.close()
-        return next(l.split(":", 1)[1].strip() for l in head.split("\r\n") if l.lower().startswith("mcp-session-id:"))
-
-async def standalone(sem, sid, held):
-    async with sem:
-        r, w = await asyncio.open_connection("127.0.0.1", port)
-        w.write(b"GET /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: text/event-stream\r\nmcp-session-id: %s\r\n\r\n" % sid.encode())
-        head = await r.readuntil(b"\r\n\r\n")
-        assert b" 200 " in head.split(b"\r\n")[0], head
-        held.append((r, w))
-
-async def main():
-    sem = asyncio.Semaphore(64)
-    sids = await asyncio.gather(*(initialize(sem) for _ in range(n)))
-    print("initialized", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    held = []
-    await asyncio.gather(*(standalone(sem, s, held) for s in sids))
-    print("streams open", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-
-asyncio.run(main())
-PY
+client=scripts/idle_client.py
 # The client says when each phase is done, and waits for a line to go on.
 coproc CLIENT { python3 "$client" "$port" "$N"; }
 pids+=("$CLIENT_PID")
@@ -92,4 +55,3 @@ read -r line <&"${CLIENT[0]}" && [ "$line" = "streams open" ]
 sleep 8 # the pins, after 4 s
 measure "idle, each with its GET stream open"
 echo >&"${CLIENT[1]}"
-rm -f "$client"

@@ -65,17 +65,31 @@ impl RedisStore {
     /// (its stream has its answer, or its mark: [`RedisStore::mark_answered`]).
     /// The registration's removal is durable (`durable.rs`): a failover
     /// cannot bring it back for a reaper to answer. Only then is a shared
-    /// stream's answered mark deleted: while the registration may exist,
-    /// so does the mark, and no request is answered twice.
+    /// stream's answered mark deleted, and only if no reaper is at work on
+    /// `node` (its lock): a reaper that read the registration before its
+    /// removal took its lock before that, so the mark stays for it, and a
+    /// node taken for dead never adds a second answer to the reaper's.
     pub async fn finish_request(
         &self,
         node: &str,
         id: &SessionId,
         at: impl Into<RequestAt>,
     ) -> Result<(), StoreError> {
-        self.forget(&node_requests(&self.config.prefix, node), id, at.into()).await
+        let p = &self.config.prefix;
+        let at = at.into();
+        self.forget(&node_requests(p, node), id, at).await?;
+        if let RequestAt::Shared(_, token) = at {
+            // A mark left behind (a reaper at work, or this failed) costs a
+            // field until the session ends, and answers nothing twice.
+            if let Ok(false) = self.cmd::<bool>(redis::cmd("EXISTS").arg(reap_lock(p, node))).await {
+                let meta = session_keys(p, id)[0].clone();
+                let _ = self.cmd::<()>(redis::cmd("HDEL").arg(meta).arg(format!("a:{token:016x}"))).await;
+            }
+        }
+        Ok(())
     }
 
+    /// Deletes a registration, durably.
     async fn forget(&self, registrations: &str, id: &SessionId, at: RequestAt) -> Result<(), StoreError> {
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(registrations).arg(at.field(id));
@@ -83,14 +97,7 @@ impl RedisStore {
             p.add_command(cmd.clone());
         };
         // An HDEL that deletes nothing is not replicated, and needs not be.
-        self.durably(&Write { add: &add, script: None, marker: None }).await?;
-        if let RequestAt::Shared(_, token) = at {
-            // A mark left behind (this failed) costs a field until the
-            // session ends, and answers nothing twice: not an error.
-            let meta = session_keys(&self.config.prefix, id)[0].clone();
-            let _ = self.cmd::<()>(redis::cmd("HDEL").arg(meta).arg(format!("a:{token:016x}"))).await;
-        }
-        Ok(())
+        self.durably(&Write { add: &add, script: None, marker: None }).await.map(drop)
     }
 
     /// Answers the open requests of every node whose lease expired (other
@@ -125,6 +132,8 @@ impl RedisStore {
                     Ok(Orphaned::Done | Orphaned::TooLarge) | Err(StoreError::UnknownSession) => {}
                     Err(e) => return Err(e),
                 }
+                // The mark stays (with the session): the node may be alive
+                // after all, and answer later.
                 self.forget(&node_requests(&p, node), &sid, at).await?;
             }
             // Its pins go: its connections did with it.

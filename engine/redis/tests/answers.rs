@@ -77,7 +77,35 @@ async fn an_answered_mark_lasts_as_long_as_its_session() {
     let want: Vec<String> =
         std::iter::once("answer 1".to_owned()).chain((0..12).map(|i| format!("event {i}"))).collect();
     assert_eq!(payloads(&s, &id).await, want, "no second answer");
-    assert!(marks(&mut c, &id).await.is_empty(), "the reaper forgot the request, then its mark");
+    assert_eq!(marks(&mut c, &id).await.len(), 1, "the reaper keeps the mark");
+}
+
+/// A node taken for dead while alive: the reaper answers its request
+/// first; the node's own answer later adds nothing, and its forgetting
+/// keeps the mark while a reaper is at work on it.
+#[tokio::test]
+async fn a_node_taken_for_dead_adds_no_second_answer() {
+    let redis = RedisServer::start(&[]);
+    let s = store(&redis, Duration::from_secs(60)).await;
+    let mut c = admin(&redis).await;
+    let id = SessionId::random();
+    s.create(id, None).await.unwrap();
+    let stream = s.open_stream(&id).await.unwrap();
+    s.heartbeat("a", LEASE).await.unwrap();
+    let (one, two) = (RequestAt::shared(stream), RequestAt::shared(stream));
+    s.register_request("a", &id, one, "1").await.unwrap();
+    s.register_request("a", &id, two, "2").await.unwrap();
+    assert_eq!(die_and_reap(&s).await, 2);
+    assert_eq!(s.answer(&id, one, b"late answer 1").await, Ok(false), "the reaper's answer stands");
+    s.finish_request("a", &id, one).await.unwrap();
+    // Node "a" answers request 2 while a reaper of it holds the lock (one
+    // that read the registrations before they went): the mark stays.
+    let _: () = redis::cmd("SET").arg("gapless:reap:a").arg("b").query_async(&mut c).await.unwrap();
+    assert_eq!(s.answer(&id, two, b"late answer 2").await, Ok(false));
+    s.finish_request("a", &id, two).await.unwrap();
+    assert_eq!(s.answer(&id, two, b"a reaper's stale answer").await, Ok(false), "no second answer");
+    assert_eq!(payloads(&s, &id).await, ["{\"id\":1,\"error\":-31002}", "{\"id\":2,\"error\":-31002}"]);
+    assert_eq!(marks(&mut c, &id).await.len(), 1, "request 2's mark stays while the reaper is at work");
 }
 
 /// A cancelled request gets no answer, from its node or, when its node

@@ -362,7 +362,7 @@ impl SessionStore {
     /// Registers request `id`, running on this node on `stream` (its `own`,
     /// or one it shares with other requests), in the store: if this node
     /// dies, another answers it with an explicit error (`docs/SPEC.md`
-    /// §8.5). Where it is registered, to answer it
+    /// §8.6). Where it is registered, to answer it
     /// ([`SessionStore::respond`]) and forget it when done
     /// ([`SessionStore::forget_request`]); never in process.
     pub(crate) async fn register_request(
@@ -385,20 +385,15 @@ impl SessionStore {
 
     /// Marks a cancelled request on a shared stream answered without an
     /// answer, so that no reaper answers it if this node dies before it
-    /// forgets it (`docs/SPEC.md` §8.5); false when the mark was not
-    /// written (the request must stay registered). Nothing to do for a
-    /// request on its own stream (its end marks it) or in process.
-    pub(crate) async fn mark_cancelled(&self, session: &Session, at: Option<RequestAt>) -> bool {
+    /// forgets it (`docs/SPEC.md` §8.6). Nothing to do for a request on its
+    /// own stream (its end marks it) or in process.
+    pub(crate) async fn mark_cancelled(&self, session: &Session, at: Option<RequestAt>) {
         let (SessionStore::Cluster { cluster, .. }, Some(RequestAt::Shared(stream, token))) = (self, at)
         else {
-            return true;
+            return;
         };
-        match cluster.store.mark_answered(&session.id(), stream, token).await {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "cancelled request not marked in the store");
-                false
-            }
+        if let Err(e) = cluster.store.mark_answered(&session.id(), stream, token).await {
+            tracing::warn!(session = %SessionTag::of_id(&session.id()), error = %e, "cancelled request not marked in the store");
         }
     }
 

@@ -120,7 +120,7 @@ pub(crate) async fn start_request(
         cancel: cancel.clone(),
     };
     // In a cluster, the node's open requests are in the store: if this node
-    // dies, another answers them with an explicit error (`docs/SPEC.md` §8.5).
+    // dies, another answers them with an explicit error (`docs/SPEC.md` §8.6).
     let registered = sess.store.register_request(&sess.session, stream, own, &req.id).await;
     let span = tracing::info_span!(
         "request",
@@ -174,7 +174,12 @@ impl Running {
                 respond(sess, stream, self.own, self.registered, jsonrpc::response(&id, outcome), reply).await
             }
             None if self.own => sess.end_stream(stream).await.is_ok(),
-            None => sess.store.mark_cancelled(&sess.session, self.registered).await,
+            // Marked, then forgotten even if the mark failed: a
+            // registration gone is answered by no reaper either.
+            None => {
+                sess.store.mark_cancelled(&sess.session, self.registered).await;
+                true
+            }
         };
         sess.untrack_request(&id);
         if let (Some(at), true) = (self.registered, stored) {

@@ -32,15 +32,21 @@ pub(crate) struct RedisTasks {
     pub(crate) notifier: gapless_redis::Notifier,
 }
 
-/// A task's announcements ([`TaskStore::watch`]).
+/// A task's record's announcements ([`TaskStore::watch`]): on the task's
+/// channel, where its event stream's appends announce their acked count (a
+/// number, not the record's news: skipped) and a replacement of the record
+/// a word (`status`), as does a reconnection.
 struct Announced(gapless_redis::Watch);
 
 impl super::TaskWatch for Announced {
     fn changed(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.0.changed().await;
-            // What it was does not matter: the record is read again.
-            let _ = self.0.heard();
+            loop {
+                self.0.changed().await;
+                if self.0.heard().other {
+                    return;
+                }
+            }
         })
     }
 }
