@@ -115,6 +115,25 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
+    /// A store on this server whose sessions expire after `idle` without
+    /// use (the other settings the defaults).
+    ///
+    /// # Panics
+    /// When the store cannot connect.
+    pub async fn store_with_idle_timeout(&self, idle: Duration) -> crate::RedisStore {
+        let cfg = crate::StoreConfig { idle_timeout: idle, ..crate::StoreConfig::default() };
+        crate::RedisStore::connect(&self.url(), cfg).await.expect("the store connects")
+    }
+
+    /// A plain connection to this server, for a test's own commands.
+    ///
+    /// # Panics
+    /// When it cannot connect.
+    pub async fn admin(&self) -> redis::aio::MultiplexedConnection {
+        let client = redis::Client::open(self.url()).expect("a valid URL");
+        client.get_multiplexed_async_connection().await.expect("a connection")
+    }
+
     /// Kills the process (as a crash would), keeping the port.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -1,25 +1,16 @@
-//! A request is answered once (`docs/SPEC.md` §8.5): the mark that a
+//! A request is answered once (`docs/SPEC.md` §8.6): the mark that a
 //! request on a shared stream was answered lasts as long as its session,
-//! a cancelled request is marked too, and forgetting a request deletes its
-//! registration durably, then its mark.
+//! a cancelled request is marked too, and its node, forgetting a request,
+//! deletes its registration durably, then its mark (unless a reaper is at
+//! work on the node: a reaper keeps the marks).
 
 use bytes::Bytes;
 use gapless::{SessionId, StreamId};
 use gapless_redis::testing::RedisServer;
-use gapless_redis::{RedisStore, RequestAt, StoreConfig, TailEntry};
+use gapless_redis::{RedisStore, RequestAt, TailEntry};
 use std::time::Duration;
 
 const LEASE: Duration = Duration::from_millis(300);
-
-async fn store(redis: &RedisServer, idle: Duration) -> RedisStore {
-    let cfg = StoreConfig { idle_timeout: idle, ..StoreConfig::default() };
-    RedisStore::connect(&redis.url(), cfg).await.expect("connects")
-}
-
-async fn admin(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(redis.url()).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
 
 /// The payloads of the session's events, in order.
 async fn payloads(s: &RedisStore, id: &SessionId) -> Vec<String> {
@@ -58,8 +49,8 @@ async fn die_and_reap(s: &RedisStore) -> usize {
 #[tokio::test]
 async fn an_answered_mark_lasts_as_long_as_its_session() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_millis(400)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_millis(400)).await;
+    let mut c = redis.admin().await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     let stream = s.open_stream(&id).await.unwrap();
@@ -86,8 +77,8 @@ async fn an_answered_mark_lasts_as_long_as_its_session() {
 #[tokio::test]
 async fn a_node_taken_for_dead_adds_no_second_answer() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
+    let mut c = redis.admin().await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     let stream = s.open_stream(&id).await.unwrap();
@@ -113,7 +104,7 @@ async fn a_node_taken_for_dead_adds_no_second_answer() {
 #[tokio::test]
 async fn a_cancelled_request_is_never_answered() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     let stream = s.open_stream(&id).await.unwrap();
@@ -134,8 +125,8 @@ async fn a_cancelled_request_is_never_answered() {
 #[tokio::test]
 async fn forgetting_a_request_deletes_its_registration_and_its_mark() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
+    let mut c = redis.admin().await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     let stream = s.open_stream(&id).await.unwrap();

@@ -6,18 +6,8 @@
 use bytes::Bytes;
 use gapless::{SessionId, StreamId};
 use gapless_redis::testing::RedisServer;
-use gapless_redis::{Hold, Probe, RedisStore, StoreConfig, STANDALONE_HOLD as SA};
+use gapless_redis::{Hold, Probe, STANDALONE_HOLD as SA};
 use std::time::Duration;
-
-async fn store(redis: &RedisServer, idle: Duration) -> RedisStore {
-    let cfg = StoreConfig { idle_timeout: idle, ..StoreConfig::default() };
-    RedisStore::connect(&redis.url(), cfg).await.expect("connects")
-}
-
-async fn admin(redis: &RedisServer) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(redis.url()).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
 
 /// The TTL of each of the session's keys that exists, in ms (-1: none).
 async fn ttls(c: &mut redis::aio::MultiplexedConnection, id: &SessionId) -> Vec<i64> {
@@ -38,8 +28,8 @@ fn ev(stream: u64, payload: &str) -> (StreamId, Bytes) {
 #[tokio::test]
 async fn a_pinned_session_outlives_its_idle_timeout_and_expires_idle_after_its_last_pin() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_millis(400)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_millis(400)).await;
+    let mut c = redis.admin().await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     assert!(ttls(&mut c, &id).await.iter().all(|t| *t > 0), "an unpinned session expires");
@@ -68,8 +58,8 @@ async fn a_pinned_session_outlives_its_idle_timeout_and_expires_idle_after_its_l
 #[tokio::test]
 async fn the_reaper_lets_go_of_a_dead_nodes_pins() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
+    let mut c = redis.admin().await;
     let (id, other) = (SessionId::random(), SessionId::random());
     s.create(id, None).await.unwrap();
     s.create(other, None).await.unwrap();
@@ -92,7 +82,7 @@ async fn the_reaper_lets_go_of_a_dead_nodes_pins() {
 #[tokio::test]
 async fn a_hold_is_kept_until_let_go_of_or_its_node_dies() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     s.heartbeat("a", Duration::from_millis(300)).await.unwrap();
@@ -126,8 +116,8 @@ async fn a_hold_is_kept_until_let_go_of_or_its_node_dies() {
 #[tokio::test]
 async fn a_probe_reads_the_logs_last_entry_and_writes_nothing() {
     let redis = RedisServer::start(&[]);
-    let s = store(&redis, Duration::from_secs(60)).await;
-    let mut c = admin(&redis).await;
+    let s = redis.store_with_idle_timeout(Duration::from_secs(60)).await;
+    let mut c = redis.admin().await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
     assert_eq!(s.probe(&id).await.unwrap(), Probe::Last((0, 0), None, 0));
