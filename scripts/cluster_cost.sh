@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # What one delivered event costs a cluster's Redis (issue 32, BENCHMARKS.md):
 # a redis-server of this script's own on a free loopback port (no disk,
-# noeviction), one gapless-server node on it, and curl as the client, which
-# initializes a session and calls the demo's `emit_events` (64-byte
-# `payload_bytes`), reading the whole SSE response.
+# noeviction), one gapless-server node on it, and benches/e2e's
+# `gapless-load drive` as the client (one process, one thread), which
+# initializes the sessions and calls the demo's `emit_events` (64-byte
+# `payload_bytes`) on each, reading and checking every event of the SSE
+# response.
 #
 #   scripts/cluster_cost.sh one [N]        one stream: a sequential publisher
 #   scripts/cluster_cost.sh many [N] [S]   S sessions (default 50) at once, N events each
@@ -15,12 +17,13 @@
 # event (`INFO commandstats`, scripts' own calls included, the commonest by
 # name) and Redis CPU per event (`INFO cpu`, user + system), over the calls
 # after a warm-up (`CONFIG RESETSTAT` between); and the node's own CPU per
-# event (`/proc/<pid>/stat`, user + system; the client's curl is apart). N
+# event (`/proc/<pid>/stat`, user + system) and the client's, apart. N
 # defaults to 20 000 (one) and 2 000 (many).
 #
 # SERVER=path picks the binary (default target/release/gapless-server, built
-# here). Needs redis-server, redis-cli, redis-benchmark (scripts/setup.sh
-# installs them), curl and python3.
+# here), LOAD=path the client (default benches/e2e's, built here). Needs
+# redis-server, redis-cli, redis-benchmark (scripts/setup.sh installs them),
+# curl and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: scripts/cluster_cost.sh one|many|raw [N] [S]}
@@ -63,44 +66,34 @@ pids+=($!)
 node_pid=$!
 url=http://127.0.0.1:$port/mcp
 for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-h=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
-session() {
-  local sid
-  sid=$(curl -s -D - -o /dev/null "${h[@]}" \
-    -d '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cluster_cost","version":"1"}}}' \
-    "$url" | tr -d '\r' | awk -F': ' 'tolower($1) == "mcp-session-id" { print $2 }') || true
-  [ -n "$sid" ] || { echo "no session id from the node; its log:" >&2; cat "$work/node.log" >&2; exit 1; }
-  curl -s -o /dev/null "${h[@]}" -H "mcp-session-id: $sid" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$url"
-  echo "$sid"
-}
-call() { # sid id count -> bytes of the response
-  curl -s "${h[@]}" -H "mcp-session-id: $1" \
-    -d "{\"jsonrpc\":\"2.0\",\"id\":$2,\"method\":\"tools/call\",\"params\":{\"name\":\"emit_events\",\"arguments\":{\"count\":$3,\"payload_bytes\":64}}}" \
-    "$url" | wc -c
-}
-sids=()
-for _ in $(seq "$sessions"); do sids+=("$(session)"); done
-for sid in "${sids[@]}"; do call "$sid" 1 100 >/dev/null; done # warm-up
+# The client: benches/e2e's gapless-load in its `drive` mode, one process
+# for all sessions, whose own CPU it reports (50 curls were a load of their
+# own on a 2-core machine). It
+# initializes the sessions and makes a warm-up call each, says `ready`, and
+# on our line makes the measured calls at once, checking every event.
+if [ -z "${LOAD:-}" ]; then
+  cargo build -q --release --manifest-path benches/e2e/Cargo.toml --target-dir benches/e2e/target -p gapless-load
+  LOAD=benches/e2e/target/release/gapless-load
+fi
+coproc DRIVE { "$LOAD" drive --addr "127.0.0.1:$port" --sessions "$sessions" --count "$n" --payload 64 2>"$work/drive.log"; }
+read -r line <&"${DRIVE[0]}" || true
+[ "$line" = ready ] || { echo "the load client did not start; its log and the node's:" >&2; cat "$work/drive.log" "$work/node.log" >&2; exit 1; }
 cpu() { rcli info cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { t += $2 } END { printf "%.6f", t }'; }
 # The node's CPU seconds so far (utime + stime).
 node_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.6f", ($14 + $15) / hz }' "/proc/$node_pid/stat"; }
 rcli config resetstat >/dev/null
 c0=$(cpu)
 n0=$(node_cpu)
-t0=$(date +%s.%N)
-for sid in "${sids[@]}"; do call "$sid" 2 "$n" >"$work/bytes.$sid" & done
-wait_calls() { for job in $(jobs -p); do case " ${pids[*]} " in *" $job "*) ;; *) wait "$job" ;; esac; done; }
-wait_calls
-t1=$(date +%s.%N)
+echo go >&"${DRIVE[1]}"
+read -r line <&"${DRIVE[0]}" || true
 c1=$(cpu)
 n1=$(node_cpu)
-for sid in "${sids[@]}"; do
-  [ "$(cat "$work/bytes.$sid")" -gt "$n" ] || { echo "a call answered too little; the node's log:" >&2; tail -20 "$work/node.log" >&2; exit 1; }
-done
+read -r word wall client events <<<"$line"
+[ "$word" = done ] || { echo "the load client failed; its log and the node's:" >&2; cat "$work/drive.log" >&2; tail -20 "$work/node.log" >&2; exit 1; }
 rcli info commandstats | tr -d '\r' >"$work/stats"
-python3 - "$work/stats" "$n" "$sessions" "$t0" "$t1" "$c0" "$c1" "$n0" "$n1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
+python3 - "$work/stats" "$n" "$sessions" "$wall" "$client" "$c0" "$c1" "$n0" "$n1" "$(cut -d' ' -f1 /proc/loadavg)" <<'EOF'
 import re, sys
-stats, n, sessions, t0, t1, c0, c1, n0, n1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:10]), sys.argv[10]
+stats, n, sessions, wall, client, c0, c1, n0, n1, load = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:10]), sys.argv[10]
 calls, usec = {}, {}
 for line in open(stats):
     m = re.match(r'cmdstat_([^:]+):calls=(\d+),usec=(\d+)', line)
@@ -109,11 +102,12 @@ for line in open(stats):
         usec[m.group(1)] = int(m.group(3))
 events = n * sessions
 total = sum(calls.values())
-print(f"{sessions} session(s) x {n} events: {events / (t1 - t0):,.0f} events/s over {t1 - t0:.2f} s (load {load})")
+print(f"{sessions} session(s) x {n} events: {events / wall:,.0f} events/s over {wall:.2f} s (load {load})")
 print(f"Redis commands per delivered event: {total / events:.2f} ({total} in all)")
 print("  commonest: " + ", ".join(f"{k} {v / events:.3f}" for k, v in sorted(calls.items(), key=lambda kv: -kv[1])[:8]))
 print(f"Redis CPU per delivered event: {(c1 - c0) / events * 1e6:.2f} us (user + system)")
 print(f"node CPU per delivered event: {(n1 - n0) / events * 1e6:.2f} us (user + system; 10 ms ticks)")
+print(f"client CPU per delivered event: {client / events * 1e6:.2f} us (gapless-load drive, one thread)")
 # A script's usec include its inner commands' (which are counted again
 # under their own names).
 print("  most time (commandstats usec per event): " + ", ".join(f"{k} {v / events:.2f}" for k, v in sorted(usec.items(), key=lambda kv: -kv[1])[:6]))

@@ -534,21 +534,36 @@ async fn a_lengths_list_out_of_step_is_rebuilt_from_the_log() {
     let s = store(&redis, 64, 100).await;
     let id = SessionId::random();
     s.create(id, None).await.unwrap();
-    s.append(&id, &[ev(1, &"a".repeat(10)), ev(1, &"b".repeat(20)), ev(1, &"c".repeat(30))]).await.unwrap();
+    let key = format!("gapless:{{{id}}}:b");
     let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let _: String = redis::cmd("LPOP").arg(format!("gapless:{{{id}}}:b")).query_async(&mut c).await.unwrap();
-    // 60 + 60 > 100: seq 1 (10 bytes) and seq 2 (20 bytes) go.
+    let list = |c: &mut redis::aio::MultiplexedConnection| {
+        let mut c = c.clone();
+        let key = key.clone();
+        async move {
+            redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query_async::<Vec<String>>(&mut c).await.unwrap()
+        }
+    };
+    // One element per append, its lengths run-length coded.
+    s.append(&id, &[ev(1, &"a".repeat(10)), ev(1, &"b".repeat(20)), ev(1, &"b".repeat(20))]).await.unwrap();
+    assert_eq!(list(&mut c).await, ["1-3:10 20*2"]);
+    // Lost: the next append reads the lengths from the log.
+    let _: String = redis::cmd("LPOP").arg(&key).query_async(&mut c).await.unwrap();
+    // 50 + 60 > 100: seq 1 (10 bytes) goes; the front element, partly
+    // evicted (within its run of 20s too), is rewritten.
     s.append(&id, &[ev(1, &"d".repeat(60))]).await.unwrap();
     let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
-    assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(3));
-    let lens: Vec<u64> = redis::cmd("LRANGE")
-        .arg(format!("gapless:{{{id}}}:b"))
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    assert_eq!(lens, [30, 60]);
+    assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(2));
+    assert_eq!(list(&mut c).await, ["2-3:20*2", "4-4:60"]);
+    // A list as the previous release wrote it (one number per event) is
+    // rebuilt too: read as elements of this one, it would free 0 bytes per
+    // event, and this append would evict all but itself.
+    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut c).await.unwrap();
+    let _: () = redis::cmd("RPUSH").arg(&key).arg(20).arg(20).arg(60).query_async(&mut c).await.unwrap();
+    // 100 + 30 > 100: seqs 2 and 3 (20 bytes each) go.
+    s.append(&id, &[ev(1, &"e".repeat(30))]).await.unwrap();
+    let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
+    assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(4));
+    assert_eq!(list(&mut c).await, ["4-4:60", "5-5:30"]);
 }
 
 /// A delivery mark beyond the store's head comes from a node that holds

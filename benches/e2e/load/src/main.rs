@@ -60,6 +60,8 @@ macro_rules! bail {
     ($($t:tt)*) => { return Err(format!($($t)*).into()) };
 }
 
+mod drive;
+
 // ---------------------------------------------------------------------------
 // Options
 
@@ -1392,6 +1394,15 @@ fn machine() -> String {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("drive") {
+        let o = drive::parse(std::env::args().skip(2));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        if let Err(e) = rt.block_on(drive::run(o)) {
+            eprintln!("gapless-load drive: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let opts = parse_opts();
     // Watchdog: the tool stops by itself.
     let deadline = opts.deadline;

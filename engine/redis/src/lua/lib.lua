@@ -34,8 +34,9 @@
 --   6 tickets  HASH   migration ticket -> "cursor expires_ms check wire"
 --                     (expiry by the server's clock; the cursor's check, 16
 --                     hex, and its wire form, '-' for none)
---   7 lengths  LIST   the payload length of each retained event, oldest
---                     first (trimming reads these, not the log's entries)
+--   7 lengths  LIST   the payload lengths of the retained events, oldest
+--                     first, one element per append (trimming reads these,
+--                     not the log's entries; see lengths_element)
 --
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
@@ -216,6 +217,161 @@ local function entry_read(seq)
   return fields(r[1][2]), false
 end
 
+-- The lengths list (B) holds the payload length of every retained event, so
+-- that an eviction by bytes knows what it frees without reading the log.
+-- It has one element per append: '<first>-<last>:<runs>', the lengths of
+-- events first..last in order, run-length coded ('<len>' or
+-- '<len>*<count>', separated by spaces). Its front element starts at the
+-- window's oldest event (a partly evicted one is rewritten), and its back
+-- one ends at the head. An append thus costs one RPUSH argument, and a
+-- batch of equal lengths one run, not one list element per event.
+
+-- Lengths lens[from..to], run-length coded.
+local function runs_str(lens, from, to)
+  local out, len, count = {}, lens[from], 0
+  for j = from, to do
+    local l = lens[j]
+    if l == len then
+      count = count + 1
+    else
+      out[#out + 1] = count == 1 and fmt(len) or fmt(len) .. '*' .. fmt(count)
+      len, count = l, 1
+    end
+  end
+  out[#out + 1] = count == 1 and fmt(len) or fmt(len) .. '*' .. fmt(count)
+  return table.concat(out, ' ')
+end
+
+-- One element of the lengths list for the events from `first` whose
+-- lengths are lens[from..to].
+local function lengths_element(first, lens, from, to)
+  return fmt(first) .. '-' .. fmt(first + to - from) .. ':' .. runs_str(lens, from, to)
+end
+
+-- Whether the lengths list (`blen` elements) covers the window exactly at
+-- its ends: its front starts at the oldest event and its back ends at the
+-- head. A list written by an older release (one number per event), or none,
+-- does not. Also answers the front element, read.
+local function lengths_in_step(m, blen)
+  if m.head < m.oldest then
+    return blen == 0, nil
+  end
+  if blen == 0 then
+    return false, nil
+  end
+  local front = redis.call('LINDEX', B, 0)
+  local back = blen == 1 and front or redis.call('LINDEX', B, -1)
+  return tonumber(string.match(front, '^(%d+)%-')) == m.oldest and
+      tonumber(string.match(back, '^%d+%-(%d+):')) == m.head, front
+end
+
+-- Writes the lengths list again from the log (entries that are not there
+-- count 0: the script never fails half-way, and Redis does not undo it).
+local function lengths_rebuild(m)
+  redis.call('DEL', B)
+  local seq, lens = m.oldest, {}
+  local function flush()
+    if #lens > 0 then
+      redis.call('RPUSH', B, lengths_element(seq - #lens, lens, 1, #lens))
+      lens = {}
+    end
+  end
+  local function add(len)
+    lens[#lens + 1] = len
+    seq = seq + 1
+    if #lens == 1000 then
+      flush()
+    end
+  end
+  local from = fmt(m.oldest) .. '-0'
+  while seq <= m.head do
+    local page = redis.call('XRANGE', L, from, fmt(m.head) .. '-0', 'COUNT', 1000)
+    if #page == 0 then
+      break
+    end
+    for _, it in ipairs(page) do
+      local at = tonumber(string.match(it[1], '^(%d+)%-0$'))
+      if at and at >= seq then
+        while seq < at do
+          add(0)
+        end
+        local f, len = it[2], 0
+        for k = 1, #f, 2 do
+          if f[k] == 'p' then
+            len = #f[k + 1]
+          end
+        end
+        add(len)
+      end
+    end
+    from = '(' .. page[#page][1]
+  end
+  while seq <= m.head do
+    add(0)
+  end
+  flush()
+  -- A key made again: its TTL too (unless the session is pinned).
+  if m.pins == 0 and m.head >= m.oldest then
+    redis.call('PEXPIRE', B, m.ttl)
+  end
+end
+
+-- The lengths of the retained events in order from the oldest, read from
+-- the list's front as an eviction needs them: next() gives the next one
+-- (0 past the list's end), and finish(kept) writes back what is left of
+-- the elements read, the first `kept` seq being the new front. `first` is
+-- the front element when the caller has read it already (nil: not read).
+local function lengths_front(first)
+  local c = { e = -1, lens = {}, counts = {}, i = 1, left = 0, len = 0, dry = false }
+  function c.next()
+    while c.left == 0 do
+      if c.i <= #c.lens then
+        c.len, c.left, c.i = c.lens[c.i], c.counts[c.i], c.i + 1
+      else
+        local v = c.e < 0 and first or not c.dry and redis.call('LINDEX', B, c.e + 1)
+        if not v then
+          -- Past the list's end (a list out of step in its middle).
+          c.dry = true
+          return 0
+        end
+        c.e = c.e + 1
+        local runs = string.match(v, '^%d+%-%d+:(.*)$')
+        c.lens, c.counts, c.i = {}, {}, 1
+        for len, count in string.gmatch(runs or '', '(%d+)%*?(%d*)') do
+          c.lens[#c.lens + 1] = tonumber(len)
+          c.counts[#c.counts + 1] = tonumber(count) or 1
+        end
+      end
+    end
+    c.left = c.left - 1
+    return c.len
+  end
+  function c.finish(kept)
+    if c.e < 0 then
+      return
+    end
+    if c.left > 0 or c.i <= #c.lens then
+      -- Element e is partly evicted: the rest of it stays, as the front.
+      local lens = {}
+      for _ = 1, c.left do
+        lens[#lens + 1] = c.len
+      end
+      for j = c.i, #c.lens do
+        for _ = 1, c.counts[j] do
+          lens[#lens + 1] = c.lens[j]
+        end
+      end
+      redis.call('LSET', B, c.e, lengths_element(kept, lens, 1, #lens))
+      if c.e > 0 then
+        redis.call('LTRIM', B, c.e, -1)
+      end
+    else
+      redis.call('LTRIM', B, c.e + 1, -1)
+    end
+  end
+  return c
+end
+
 -- Writes `n` events, held in `ev` as consecutive triples (stream, nonce,
 -- payload) from index `base` (validated by the caller: their streams'
 -- records are in `recs`, not ended, each payload within the budget;
@@ -227,60 +383,21 @@ end
 -- batch's events cost one XADD each and little else.
 local function write_events(m, recs, ev, base, n, blen, origin)
   local first_seq = m.head + 1
-  local old_oldest = m.oldest
   -- This batch's payload lengths, in order.
   local added = {}
-  -- The list must hold one length per retained event. A log written
-  -- without it (by an older node) is measured once, here.
-  local retained = m.head >= m.oldest and m.head - m.oldest + 1 or 0
-  if blen ~= retained then
-    redis.call('DEL', B)
-    local from = fmt(m.oldest) .. '-0'
-    while retained > 0 do
-      local page = redis.call('XRANGE', L, from, fmt(m.head) .. '-0', 'COUNT', 1000)
-      if #page == 0 then
-        break
-      end
-      local chunk = {}
-      for _, it in ipairs(page) do
-        if string.match(it[1], '-0$') then
-          local f, len = it[2], 0
-          for k = 1, #f, 2 do
-            if f[k] == 'p' then
-              len = #f[k + 1]
-            end
-          end
-          chunk[#chunk + 1] = len
-        end
-      end
-      if #chunk > 0 then
-        redis.call('RPUSH', B, unpack(chunk))
-      end
-      from = '(' .. page[#page][1]
-    end
+  local in_step, first = lengths_in_step(m, blen)
+  if not in_step then
+    lengths_rebuild(m)
+    first = nil
   end
-  -- The length of retained event `seq`: this batch's own from `added`;
-  -- an older one from a page of the lengths list (its element j is seq
-  -- old_oldest + j), 256 at a time. A length the list lacks (a log
-  -- written before the list existed) is read from the entry; an entry
-  -- that is not there counts 0: the script never fails half-way (Redis
-  -- does not undo it).
-  local page, page_from = {}, 0
+  local front = lengths_front(first)
+  -- The length of retained event `seq`, the oldest: this batch's own from
+  -- `added`, an older one from the lengths list's front.
   local function len_of(seq)
     if seq >= first_seq then
       return added[seq - first_seq + 1]
     end
-    local v = page[seq - page_from + 1]
-    if not v then
-      page_from = seq
-      page = redis.call('LRANGE', B, seq - old_oldest, seq - old_oldest + 255)
-      v = page[1]
-      if not v then
-        local e = entry_get(seq)
-        return e and #e['p'] or 0
-      end
-    end
-    return tonumber(v)
+    return front.next()
   end
   local call, format = redis.call, string.format
   local cap, budget = m.cap, m.budget
@@ -326,17 +443,19 @@ local function write_events(m, recs, ev, base, n, blen, origin)
     bytes = bytes + len
     head = seq
   end
+  local old_oldest = m.oldest
   m.head, m.oldest, m.bytes = head, oldest, bytes
   for sid, r in pairs(recs) do
     redis.call('HSET', S, sid, rec_str(r))
   end
-  -- In chunks: Lua's unpack takes a few thousand values at most.
-  for k = 1, #added, 1000 do
-    redis.call('RPUSH', B, unpack(added, k, math.min(k + 999, #added)))
-  end
-  if m.oldest > old_oldest then
-    redis.call('LTRIM', B, m.oldest - old_oldest, -1)
-    redis.call('XTRIM', L, 'MINID', fmt(m.oldest) .. '-0')
+  -- This batch's retained events (at least its last: an event within the
+  -- budget is never evicted by its own append), pushed before the front is
+  -- cut, so that the list is never left empty (a new key would lack its TTL).
+  local kept = math.max(oldest, first_seq)
+  redis.call('RPUSH', B, lengths_element(kept, added, kept - first_seq + 1, n))
+  if oldest > old_oldest then
+    front.finish(oldest)
+    redis.call('XTRIM', L, 'MINID', fmt(oldest) .. '-0')
   end
   return first_seq
 end
