@@ -117,7 +117,8 @@ fn tools() -> Value {
                 "count": {"type": "integer", "minimum": 0, "maximum": MAX_COUNT},
                 "interval_ms": {"type": "integer", "minimum": 0, "maximum": MAX_INTERVAL_MS, "default": 0},
                 "payload_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_PAYLOAD, "default": 16},
-                "target": {"type": "string", "enum": ["request", "standalone"], "default": "request"}
+                "target": {"type": "string", "enum": ["request", "standalone"], "default": "request"},
+                "stamp": {"type": "boolean", "default": false}
             }),
             &["count"],
         ),
@@ -148,6 +149,11 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
         Some(Some("standalone")) => true,
         _ => return Err(RpcError::invalid_params("target must be \"request\" or \"standalone\"")),
     };
+    let stamp = match args.get("stamp") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(RpcError::invalid_params("stamp must be a boolean")),
+    };
     let pad = "x".repeat(pad_len);
     let session = ctx.session();
     if standalone && session.is_none() {
@@ -160,7 +166,8 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
         if ctx.is_cancelled() {
             break;
         }
-        let msg = gapless::ring::exact_bytes(emitted_message(i, &pad));
+        let at = stamp.then(unix_micros);
+        let msg = gapless::ring::exact_bytes(emitted_message(i, at, &pad));
         let sent = if let (true, Some(session)) = (standalone, &session) {
             session.notify_raw(msg).await
         } else {
@@ -174,20 +181,34 @@ async fn emit_events(args: Value, ctx: RequestContext) -> Result<Value, RpcError
     Ok(text(format!("emitted {count}")))
 }
 
+/// The wall clock in microseconds since the Unix epoch (0 before it): what
+/// `stamp` writes, for a client on the same machine to measure publish →
+/// read.
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
 /// `emit_events`' `i`-th message, serialized by hand into a `Vec` of
 /// exactly its length: this is the hot loop of the load tests, where
 /// `format!` cost about 700 instructions per event and left spare capacity
-/// that `exact_bytes` then copied away.
-fn emitted_message(i: u64, pad: &str) -> Vec<u8> {
+/// that `exact_bytes` then copied away. `at`: the publish stamp, if asked.
+fn emitted_message(i: u64, at: Option<u64>, pad: &str) -> Vec<u8> {
     const HEAD: &[u8] =
         br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"emit","data":{"seq":"#;
+    const STAMP: &[u8] = br#","t":"#;
     const MID: &[u8] = br#","pad":""#;
     const TAIL: &[u8] = br#""}}}"#;
-    // `i` in decimal, by the writer of event ids' seqs.
+    // Numbers in decimal, by the writer of event ids' seqs.
     let mut buf = [0u8; gapless::wire::SEQ_MAX_LEN];
     let digits = gapless::wire::encode_seq(gapless::Seq(i), &mut buf);
-    let mut msg = Vec::with_capacity(HEAD.len() + digits.len() + MID.len() + pad.len() + TAIL.len());
-    for part in [HEAD, digits, MID, pad.as_bytes(), TAIL] {
+    let mut tbuf = [0u8; gapless::wire::SEQ_MAX_LEN];
+    let (stamp, t): (&[u8], &[u8]) = match at {
+        Some(at) => (STAMP, gapless::wire::encode_seq(gapless::Seq(at), &mut tbuf)),
+        None => (b"", b""),
+    };
+    let len = HEAD.len() + digits.len() + stamp.len() + t.len() + MID.len() + pad.len() + TAIL.len();
+    let mut msg = Vec::with_capacity(len);
+    for part in [HEAD, digits, stamp, t, MID, pad.as_bytes(), TAIL] {
         msg.extend_from_slice(part);
     }
     msg
@@ -632,17 +653,21 @@ mod tests {
     fn emitted_messages_are_the_json_they_say() {
         for i in [0, 1, 9, 10, 12_345, u64::MAX] {
             for pad in ["", "xx", &"x".repeat(300)] {
-                let m = emitted_message(i, pad);
-                assert_eq!(m.len(), m.capacity(), "no spare capacity");
-                let want = format!(
-                    r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","logger":"emit","data":{{"seq":{i},"pad":"{pad}"}}}}}}"#
-                );
-                assert_eq!(String::from_utf8(m.clone()).unwrap(), want);
-                let v: Value = serde_json::from_slice(&m).unwrap();
-                assert_eq!(
-                    (v["params"]["data"]["seq"].as_u64(), v["params"]["data"]["pad"].as_str()),
-                    (Some(i), Some(pad))
-                );
+                for at in [None, Some(0), Some(1_733_400_000_123_456), Some(u64::MAX)] {
+                    let m = emitted_message(i, at, pad);
+                    assert_eq!(m.len(), m.capacity(), "no spare capacity");
+                    let t = at.map(|t| format!(r#","t":{t}"#)).unwrap_or_default();
+                    let want = format!(
+                        r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","logger":"emit","data":{{"seq":{i}{t},"pad":"{pad}"}}}}}}"#
+                    );
+                    assert_eq!(String::from_utf8(m.clone()).unwrap(), want);
+                    let v: Value = serde_json::from_slice(&m).unwrap();
+                    assert_eq!(
+                        (v["params"]["data"]["seq"].as_u64(), v["params"]["data"]["t"].as_u64()),
+                        (Some(i), at)
+                    );
+                    assert_eq!(v["params"]["data"]["pad"].as_str(), Some(pad));
+                }
             }
         }
     }

@@ -61,6 +61,7 @@ macro_rules! bail {
 }
 
 mod drive;
+mod latency;
 
 // ---------------------------------------------------------------------------
 // Options
@@ -89,6 +90,8 @@ struct Opts {
 fn usage() -> ! {
     eprintln!(
         "usage: gapless-load --gapless-bin PATH --rmcp-bin PATH [options]
+       gapless-load drive …    (gapless-load drive --help)
+       gapless-load latency …  (gapless-load latency --help)
   --count N              events per single-stream run (default 100000)
   --payload N            payload_bytes (default 64)
   --runs N               measured single-stream runs (default 5), --warmup N (default 1)
@@ -1394,11 +1397,17 @@ fn machine() -> String {
 }
 
 fn main() {
-    if std::env::args().nth(1).as_deref() == Some("drive") {
-        let o = drive::parse(std::env::args().skip(2));
+    // The modes that drive a server already running: one thread each.
+    let mode = std::env::args().nth(1);
+    if matches!(mode.as_deref(), Some("drive" | "latency")) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-        if let Err(e) = rt.block_on(drive::run(o)) {
-            eprintln!("gapless-load drive: {e}");
+        let r = if mode.as_deref() == Some("drive") {
+            rt.block_on(drive::run(drive::parse(std::env::args().skip(2))))
+        } else {
+            rt.block_on(latency::run(latency::parse(std::env::args().skip(2))))
+        };
+        if let Err(e) = r {
+            eprintln!("gapless-load {}: {e}", mode.unwrap_or_default());
             std::process::exit(1);
         }
         return;

@@ -1,0 +1,211 @@
+//! `gapless-load latency`: publish → client-read latency over SSE, from one
+//! process. S sessions are initialized on one server (`--addr`), and each
+//! one's standalone `GET` stream is opened on another (`--read-addr`: a
+//! second cluster node; the same server by default). Each session then calls
+//! `emit_events` with `stamp: true` (`docs/SPEC.md` §5.1) and `interval_ms`
+//! I, its start staggered over the first interval so that the aggregate rate
+//! is steady (S × 1000 / I events a second). For every event the client
+//! reads, it records its wall clock minus the event's stamp. The server and
+//! the client share the machine's clock.
+//!
+//! A line protocol like `drive`'s lets the caller read the server between
+//! the steps: the tool opens the sessions and prints `sessions`, then on a
+//! line from stdin opens their streams and prints `ready`, then on a second
+//! line runs, and prints
+//! `done <seconds> <client CPU seconds> <events> <p50 µs> <p99 µs> <p99.9 µs> <max µs>`.
+//! Every stream must carry seq 1..N in order; a hole, a duplicate or an
+//! error exits non-zero.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use memchr::memmem;
+
+use super::{event_seq, read_rpc_response, self_cpu_secs, Conn, Result, Session, SseReader, Tally};
+
+pub(crate) struct LatencyOpts {
+    pub addr: SocketAddr,
+    pub read_addr: SocketAddr,
+    pub sessions: usize,
+    pub count: u64,
+    pub interval_ms: u64,
+    pub payload: u64,
+}
+
+pub(crate) fn usage() -> ! {
+    eprintln!(
+        "usage: gapless-load latency --addr HOST:PORT [--read-addr HOST:PORT] --sessions S --count N
+                          --interval-ms I [--payload B]
+  S sessions (default 1) initialized at --addr, each with its standalone GET at
+  --read-addr (default --addr), each emitting N stamped events (default 1000) of
+  B payload bytes (default 64) I ms apart (default 10); prints `sessions` and
+  `ready` and waits for a line on stdin after each, then prints
+  `done <seconds> <client CPU seconds> <events> <p50> <p99> <p99.9> <max>` (µs)"
+    );
+    std::process::exit(2)
+}
+
+pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> LatencyOpts {
+    let mut o = LatencyOpts {
+        addr: ([127, 0, 0, 1], 0).into(),
+        read_addr: ([127, 0, 0, 1], 0).into(),
+        sessions: 1,
+        count: 1000,
+        interval_ms: 10,
+        payload: 64,
+    };
+    let (mut addr, mut read_addr) = (None, None);
+    while let Some(a) = args.next() {
+        let mut v = || args.next().unwrap_or_else(|| usage());
+        match a.as_str() {
+            "--addr" => addr = Some(v().parse().unwrap_or_else(|_| usage())),
+            "--read-addr" => read_addr = Some(v().parse().unwrap_or_else(|_| usage())),
+            "--sessions" => o.sessions = v().parse().unwrap_or_else(|_| usage()),
+            "--count" => o.count = v().parse().unwrap_or_else(|_| usage()),
+            "--interval-ms" => o.interval_ms = v().parse().unwrap_or_else(|_| usage()),
+            "--payload" => o.payload = v().parse().unwrap_or_else(|_| usage()),
+            _ => usage(),
+        }
+    }
+    o.addr = addr.unwrap_or_else(|| usage());
+    o.read_addr = read_addr.unwrap_or(o.addr);
+    if o.sessions == 0 || o.count == 0 || o.interval_ms == 0 {
+        usage()
+    }
+    o
+}
+
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+static STAMP: std::sync::LazyLock<memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memmem::Finder::new(b"\"t\":"));
+
+/// `data.t` of a stamped event.
+fn event_stamp(data: &[u8]) -> Option<u64> {
+    let i = STAMP.find(data)? + 4;
+    let digits = &data[i..];
+    let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&digits[..n]).ok()?.parse().ok()
+}
+
+/// Reads `r` until seq `count`: every event's latency in µs.
+async fn read(mut r: SseReader, count: u64) -> Result<Vec<u32>> {
+    let mut t = Tally::new();
+    let mut lat = Vec::with_capacity(count as usize);
+    loop {
+        let Some(ev) = r.next_timeout(Duration::from_secs(30)).await? else {
+            return Err(format!("stream ended at seq {} of {count}", t.next - 1).into());
+        };
+        let Some(seq) = event_seq(&ev.data) else { continue };
+        let now = unix_micros();
+        let at = event_stamp(&ev.data).ok_or("an event without its stamp")?;
+        lat.push(now.saturating_sub(at).min(u32::MAX as u64) as u32);
+        t.see(seq);
+        if seq == count {
+            break;
+        }
+    }
+    if t.in_order != count || t.holes != 0 || t.dups_or_reorder != 0 {
+        return Err(format!(
+            "{} of {count} events in order ({} missing, {} out of order)",
+            t.in_order, t.holes, t.dups_or_reorder
+        )
+        .into());
+    }
+    Ok(lat)
+}
+
+async fn emit(mut s: Session, o: (u64, u64, u64), delay: Duration) -> Result<Session> {
+    let (count, interval, payload) = o;
+    tokio::time::sleep(delay).await;
+    let rid = s.next_id;
+    s.next_id += 1;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"emit_events","arguments":{{"count":{count},"interval_ms":{interval},"payload_bytes":{payload},"target":"standalone","stamp":true}}}}}}"#
+    );
+    let resp = s.post.post(Some(&s.id), body).await?;
+    let timeout = Duration::from_millis(count * interval) + Duration::from_secs(60);
+    let v = read_rpc_response(resp, timeout).await?;
+    if v.get("result").is_none() {
+        return Err(format!("emit_events failed: {v}").into());
+    }
+    Ok(s)
+}
+
+/// Opens `n` sessions at `addr`, 64 at a time.
+async fn open_sessions(addr: SocketAddr, n: usize) -> Result<Vec<Session>> {
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let batch: Vec<_> = (0..(n - out.len()).min(64)).map(|_| tokio::spawn(Session::open(addr))).collect();
+        for b in batch {
+            out.push(b.await??);
+        }
+    }
+    Ok(out)
+}
+
+fn pct(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
+    let sessions = open_sessions(o.addr, o.sessions).await?;
+    // A pause for the caller to read the server's memory with sessions but
+    // no stream: `sessions`, then a line on stdin.
+    println!("sessions");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let mut readers = Vec::with_capacity(o.sessions);
+    let mut conns = Vec::with_capacity(o.sessions);
+    for s in &sessions {
+        let mut c = Conn::open(o.read_addr).await?;
+        readers.push(c.get_stream(&s.id, None).await?);
+        conns.push(c);
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    line.clear();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let (c0, t0) = (self_cpu_secs(), Instant::now());
+    let reads: Vec<_> = readers.into_iter().map(|r| tokio::spawn(read(r, o.count))).collect();
+    let n = o.sessions as u64;
+    let emits: Vec<_> = sessions
+        .into_iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let delay = Duration::from_micros(o.interval_ms * 1000 * k as u64 / n);
+            tokio::spawn(emit(s, (o.count, o.interval_ms, o.payload), delay))
+        })
+        .collect();
+    let mut all = Vec::with_capacity((o.count * n) as usize);
+    for r in reads {
+        all.extend(r.await??);
+    }
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), self_cpu_secs() - c0);
+    let mut done = Vec::with_capacity(emits.len());
+    for e in emits {
+        done.push(e.await??);
+    }
+    all.sort_unstable();
+    println!(
+        "done {wall:.6} {cpu:.6} {} {} {} {} {}",
+        all.len(),
+        pct(&all, 0.50),
+        pct(&all, 0.99),
+        pct(&all, 0.999),
+        all.last().copied().unwrap_or(0)
+    );
+    std::io::stdout().flush()?;
+    drop(conns);
+    for s in done {
+        s.delete().await;
+    }
+    Ok(())
+}
