@@ -331,9 +331,50 @@ struct Run {
     sessions: Vec<SessionId>,
 }
 
+/// The session's lengths list against its meta: its elements'
+/// `<first>-<last>:<runs>` chain from the oldest retained event to the head,
+/// each with as many lengths as events, and they sum to the window's bytes.
+/// An element out of step would be mended by the next append's rebuild, so
+/// that decisions stay alike: this check sees it.
+async fn check_lengths(c: &mut redis::aio::MultiplexedConnection, id: &SessionId, seed: u64) {
+    let (oldest, head, bytes): (Option<u64>, Option<u64>, Option<u64>) = redis::cmd("HMGET")
+        .arg(format!("gapless:{{{id}}}:m"))
+        .arg("oldest")
+        .arg("head")
+        .arg("bytes")
+        .query_async(c)
+        .await
+        .unwrap();
+    let (oldest, head, bytes) = (oldest.unwrap_or(1), head.unwrap_or(0), bytes.unwrap_or(0));
+    let list: Vec<String> =
+        redis::cmd("LRANGE").arg(format!("gapless:{{{id}}}:b")).arg(0).arg(-1).query_async(c).await.unwrap();
+    let (mut next, mut sum) = (oldest, 0);
+    for el in &list {
+        let (range, runs) = el.split_once(':').unwrap_or_else(|| panic!("seed {seed}: element {el:?}"));
+        let (first, last) = range.split_once('-').unwrap();
+        let (first, last): (u64, u64) = (first.parse().unwrap(), last.parse().unwrap());
+        assert_eq!(first, next, "seed {seed}: list {list:?} at oldest {oldest}, head {head}");
+        let mut count = 0;
+        for run in runs.split(' ') {
+            let (len, n) = run.split_once('*').unwrap_or((run, "1"));
+            let (len, n): (u64, u64) = (len.parse().unwrap(), n.parse().unwrap());
+            count += n;
+            sum += len * n;
+        }
+        assert_eq!(count, last - first + 1, "seed {seed}: element {el:?}");
+        next = last + 1;
+    }
+    if head >= oldest {
+        assert_eq!(next, head + 1, "seed {seed}: list {list:?} at oldest {oldest}, head {head}");
+        assert_eq!(sum, bytes, "seed {seed}: list {list:?} against bytes {bytes}");
+    }
+}
+
 /// Runs `histories` random histories on the in-process store and `store`,
-/// comparing every decision (a difference fails the test there).
-async fn run(store: RedisStore, histories: u64) -> Run {
+/// comparing every decision (a difference fails the test there); with
+/// `lists`, a connection to the store's Redis, each session's lengths list
+/// is checked after every step too.
+async fn run(store: RedisStore, histories: u64, mut lists: Option<redis::aio::MultiplexedConnection>) -> Run {
     let hub = Arc::new(Hub::new(HubConfig { ring: ring(), ..HubConfig::default() }).unwrap());
     let mut out = Run { checked: 0, kinds: HashMap::new(), reclaimed: 0, sessions: Vec::new() };
     for seed in 0..histories {
@@ -342,6 +383,9 @@ async fn run(store: RedisStore, histories: u64) -> Run {
         let steps = if streamy { 100 + h.rng.below(100) } else { 20 + h.rng.below(60) };
         for _ in 0..steps {
             h.step(streamy).await;
+            if let Some(c) = lists.as_mut() {
+                check_lengths(c, &h.id, seed).await;
+            }
             for _ in 0..3 {
                 *out.kinds.entry(h.check(seed).await).or_default() += 1;
             }
@@ -365,7 +409,8 @@ async fn in_process_and_redis_decide_alike() {
     let store = RedisStore::connect(&redis.url(), store_config()).await.unwrap();
     let histories: u64 =
         std::env::var("GAPLESS_DIFF_HISTORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    let Run { checked, kinds, reclaimed, .. } = run(store, histories).await;
+    let lists = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let Run { checked, kinds, reclaimed, .. } = run(store, histories, Some(lists)).await;
     eprintln!("stream resumes at a reclaimed stream: {reclaimed}");
     assert!(reclaimed > 0, "no resume reached a reclaimed stream's tombstone");
     eprintln!("{checked} decisions compared over {histories} histories; outcomes seen: {kinds:?}");
@@ -388,7 +433,7 @@ async fn in_process_and_redis_decide_alike() {
 async fn in_process_and_redis_cluster_decide_alike() {
     let cluster = RedisCluster::start(3);
     let store = RedisStore::connect(&cluster.url(2), store_config()).await.unwrap();
-    let Run { checked, kinds, sessions, .. } = run(store, 30).await;
+    let Run { checked, kinds, sessions, .. } = run(store, 30, None).await;
     eprintln!("cluster: {checked} decisions compared over 30 histories; outcomes seen: {kinds:?}");
     let masters: std::collections::HashSet<u16> =
         sessions.iter().map(|id| cluster.master_of(&format!("gapless:{{{id}}}:m"))).collect();

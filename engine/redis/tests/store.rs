@@ -544,26 +544,46 @@ async fn a_lengths_list_out_of_step_is_rebuilt_from_the_log() {
         }
     };
     // One element per append, its lengths run-length coded.
-    s.append(&id, &[ev(1, &"a".repeat(10)), ev(1, &"b".repeat(20)), ev(1, &"b".repeat(20))]).await.unwrap();
-    assert_eq!(list(&mut c).await, ["1-3:10 20*2"]);
-    // Lost: the next append reads the lengths from the log.
-    let _: String = redis::cmd("LPOP").arg(&key).query_async(&mut c).await.unwrap();
-    // 50 + 60 > 100: seq 1 (10 bytes) goes; the front element, partly
-    // evicted (within its run of 20s too), is rewritten.
+    s.append(&id, &[ev(1, &"a".repeat(20)), ev(1, &"b".repeat(20)), ev(1, &"c".repeat(20))]).await.unwrap();
+    assert_eq!(list(&mut c).await, ["1-3:20*3"]);
+    // 60 + 60 > 100: seq 1 goes, and the front element, cut inside its run,
+    // is rewritten.
     s.append(&id, &[ev(1, &"d".repeat(60))]).await.unwrap();
     let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
     assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(2));
     assert_eq!(list(&mut c).await, ["2-3:20*2", "4-4:60"]);
-    // A list as the previous release wrote it (one number per event) is
-    // rebuilt too: read as elements of this one, it would free 0 bytes per
-    // event, and this append would evict all but itself.
-    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut c).await.unwrap();
-    let _: () = redis::cmd("RPUSH").arg(&key).arg(20).arg(20).arg(60).query_async(&mut c).await.unwrap();
+    // Lost at the front: the next append reads the lengths from the log.
+    let _: String = redis::cmd("LPOP").arg(&key).query_async(&mut c).await.unwrap();
     // 100 + 30 > 100: seqs 2 and 3 (20 bytes each) go.
     s.append(&id, &[ev(1, &"e".repeat(30))]).await.unwrap();
     let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
     assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(4));
     assert_eq!(list(&mut c).await, ["4-4:60", "5-5:30"]);
+    // A list as the previous release wrote it (one number per event) is
+    // rebuilt too: read as elements of this one, it would free 0 bytes per
+    // event, and this append would evict all but itself.
+    let _: () = redis::cmd("DEL").arg(&key).query_async(&mut c).await.unwrap();
+    let _: () = redis::cmd("RPUSH").arg(&key).arg(60).arg(30).query_async(&mut c).await.unwrap();
+    // 90 + 50 > 100: seq 4 (60 bytes) goes.
+    s.append(&id, &[ev(1, &"f".repeat(50))]).await.unwrap();
+    let f = s.facts(&id, None, Target::Session, None).await.unwrap().unwrap();
+    assert_eq!(gapless::session::SessionFacts::oldest(&f), Seq(5));
+    assert_eq!(list(&mut c).await, ["5-5:30", "6-6:50"]);
+    // An element holds 64 runs at most: 70 lengths that all differ are two.
+    let batch: Vec<_> = (1..=70).map(|k| ev(1, &"g".repeat(k))).collect();
+    let s2 = store(&redis, 1000, 1 << 20).await;
+    let id2 = SessionId::random();
+    s2.create(id2, None).await.unwrap();
+    s2.append(&id2, &batch).await.unwrap();
+    let lens: Vec<String> = redis::cmd("LRANGE")
+        .arg(format!("gapless:{{{id2}}}:b"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let runs = |from: usize, to: usize| (from..=to).map(|k| k.to_string()).collect::<Vec<_>>().join(" ");
+    assert_eq!(lens, [format!("1-64:{}", runs(1, 64)), format!("65-70:{}", runs(65, 70))]);
 }
 
 /// A delivery mark beyond the store's head comes from a node that holds

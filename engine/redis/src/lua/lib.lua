@@ -35,8 +35,9 @@
 --                     (expiry by the server's clock; the cursor's check, 16
 --                     hex, and its wire form, '-' for none)
 --   7 lengths  LIST   the payload lengths of the retained events, oldest
---                     first, one element per append (trimming reads these,
---                     not the log's entries; see lengths_element)
+--                     first, one element per append or per 64 runs of equal
+--                     lengths (trimming reads these, not the log's entries;
+--                     see lengths_push)
 --
 -- Numbers are Lua doubles: exact up to 2^53, far beyond any seq a session
 -- reaches. They are printed with '%d' (tostring would print 1e+15).
@@ -219,33 +220,46 @@ end
 
 -- The lengths list (B) holds the payload length of every retained event, so
 -- that an eviction by bytes knows what it frees without reading the log.
--- It has one element per append: '<first>-<last>:<runs>', the lengths of
--- events first..last in order, run-length coded ('<len>' or
--- '<len>*<count>', separated by spaces). Its front element starts at the
--- window's oldest event (a partly evicted one is rewritten), and its back
--- one ends at the head. An append thus costs one RPUSH argument, and a
--- batch of equal lengths one run, not one list element per event.
+-- Its elements are '<first>-<last>:<runs>', the lengths of events
+-- first..last in order, run-length coded ('<len>' or '<len>*<count>',
+-- separated by spaces), at most RUNS_PER_ELEMENT runs each: an append
+-- pushes one element (a batch of equal lengths is one run), or one per 64
+-- runs, not one per event. Its front element starts at the window's oldest
+-- event (a partly evicted one is rewritten, at the cost of its runs), and
+-- its back one ends at the head.
+local RUNS_PER_ELEMENT = 64
 
--- Lengths lens[from..to], run-length coded.
-local function runs_str(lens, from, to)
-  local out, len, count = {}, lens[from], 0
-  for j = from, to do
-    local l = lens[j]
-    if l == len then
-      count = count + 1
-    else
-      out[#out + 1] = count == 1 and fmt(len) or fmt(len) .. '*' .. fmt(count)
-      len, count = l, 1
-    end
-  end
-  out[#out + 1] = count == 1 and fmt(len) or fmt(len) .. '*' .. fmt(count)
-  return table.concat(out, ' ')
+local function run_str(len, count)
+  return count == 1 and fmt(len) or fmt(len) .. '*' .. fmt(count)
 end
 
--- One element of the lengths list for the events from `first` whose
--- lengths are lens[from..to].
-local function lengths_element(first, lens, from, to)
-  return fmt(first) .. '-' .. fmt(first + to - from) .. ':' .. runs_str(lens, from, to)
+-- Pushes the lengths lens[from..to] of the events from `first` on the
+-- list's back (nothing when from > to).
+local function lengths_push(first, lens, from, to)
+  local els, parts, efirst, seq = {}, {}, first, first
+  local function close()
+    els[#els + 1] = fmt(efirst) .. '-' .. fmt(seq - 1) .. ':' .. table.concat(parts, ' ')
+    parts, efirst = {}, seq
+  end
+  local j = from
+  while j <= to do
+    local len, count = lens[j], 1
+    while j + count <= to and lens[j + count] == len do
+      count = count + 1
+    end
+    parts[#parts + 1] = run_str(len, count)
+    seq, j = seq + count, j + count
+    if #parts == RUNS_PER_ELEMENT then
+      close()
+    end
+  end
+  if #parts > 0 then
+    close()
+  end
+  -- In chunks: Lua's unpack takes a few thousand values at most.
+  for k = 1, #els, 1000 do
+    redis.call('RPUSH', B, unpack(els, k, math.min(k + 999, #els)))
+  end
 end
 
 -- Whether the lengths list (`blen` elements) covers the window exactly at
@@ -271,10 +285,8 @@ local function lengths_rebuild(m)
   redis.call('DEL', B)
   local seq, lens = m.oldest, {}
   local function flush()
-    if #lens > 0 then
-      redis.call('RPUSH', B, lengths_element(seq - #lens, lens, 1, #lens))
-      lens = {}
-    end
+    lengths_push(seq - #lens, lens, 1, #lens)
+    lens = {}
   end
   local function add(len)
     lens[#lens + 1] = len
@@ -322,7 +334,7 @@ end
 -- the elements read, the first `kept` seq being the new front. `first` is
 -- the front element when the caller has read it already (nil: not read).
 local function lengths_front(first)
-  local c = { e = -1, lens = {}, counts = {}, i = 1, left = 0, len = 0, dry = false }
+  local c = { e = -1, lens = {}, counts = {}, i = 1, left = 0, len = 0, last = 0, dry = false }
   function c.next()
     while c.left == 0 do
       if c.i <= #c.lens then
@@ -335,8 +347,8 @@ local function lengths_front(first)
           return 0
         end
         c.e = c.e + 1
-        local runs = string.match(v, '^%d+%-%d+:(.*)$')
-        c.lens, c.counts, c.i = {}, {}, 1
+        local last, runs = string.match(v, '^%d+%-(%d+):(.*)$')
+        c.last, c.lens, c.counts, c.i = tonumber(last) or 0, {}, {}, 1
         for len, count in string.gmatch(runs or '', '(%d+)%*?(%d*)') do
           c.lens[#c.lens + 1] = tonumber(len)
           c.counts[#c.counts + 1] = tonumber(count) or 1
@@ -352,16 +364,14 @@ local function lengths_front(first)
     end
     if c.left > 0 or c.i <= #c.lens then
       -- Element e is partly evicted: the rest of it stays, as the front.
-      local lens = {}
-      for _ = 1, c.left do
-        lens[#lens + 1] = c.len
+      local parts = {}
+      if c.left > 0 then
+        parts[1] = run_str(c.len, c.left)
       end
       for j = c.i, #c.lens do
-        for _ = 1, c.counts[j] do
-          lens[#lens + 1] = c.lens[j]
-        end
+        parts[#parts + 1] = run_str(c.lens[j], c.counts[j])
       end
-      redis.call('LSET', B, c.e, lengths_element(kept, lens, 1, #lens))
+      redis.call('LSET', B, c.e, fmt(kept) .. '-' .. fmt(c.last) .. ':' .. table.concat(parts, ' '))
       if c.e > 0 then
         redis.call('LTRIM', B, c.e, -1)
       end
@@ -452,7 +462,7 @@ local function write_events(m, recs, ev, base, n, blen, origin)
   -- budget is never evicted by its own append), pushed before the front is
   -- cut, so that the list is never left empty (a new key would lack its TTL).
   local kept = math.max(oldest, first_seq)
-  redis.call('RPUSH', B, lengths_element(kept, added, kept - first_seq + 1, n))
+  lengths_push(kept, added, kept - first_seq + 1, n)
   if oldest > old_oldest then
     front.finish(oldest)
     redis.call('XTRIM', L, 'MINID', fmt(oldest) .. '-0')

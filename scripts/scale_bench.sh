@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Many streams on one node (issue 45; BENCHMARKS.md): `scripts/latency.sh
+# local` at 1, 100, 1 000 and 10 000 sessions, each with its standalone GET
+# stream open and emitting stamped events at a steady rate, one in-process
+# release node and benches/e2e's `gapless-load latency` (one thread). For
+# each size it prints the node's RSS per session and per open stream, the
+# node's and the client's CPU per delivered event (apart: they share the
+# machine), and publish → client-read latency p50, p99, p99.9 and max.
+#
+#   scripts/scale_bench.sh                  the four sizes, RATE events/s in all
+#   SIZES="1000 10000" RATE=10000 SECS=5 scripts/scale_bench.sh
+#
+# RATE (default 10 000) is the aggregate rate: each of S streams emits an
+# event every S × 1000 / RATE ms (at least 1 ms, so 1 stream runs at 1 000
+# events/s at most), for SECS seconds (default 5). The 1-minute load is
+# printed before each size: a figure measured above 0.5 is not a verdict.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=${SIZES:-1 100 1000 10000}
+rate=${RATE:-10000}
+secs=${SECS:-5}
+if [ -z "${SERVER:-}" ]; then
+  cargo build -q --release -p gapless-server-bin
+  export SERVER=${CARGO_TARGET_DIR:-target}/release/gapless-server
+fi
+if [ -z "${LOAD:-}" ]; then
+  cargo build -q --release --manifest-path benches/e2e/Cargo.toml --target-dir benches/e2e/target -p gapless-load
+  export LOAD=benches/e2e/target/release/gapless-load
+fi
+for s in $sizes; do
+  interval=$(( s * 1000 / rate ))
+  [ "$interval" -ge 1 ] || interval=1
+  count=$(( secs * 1000 / interval ))
+  [ "$count" -ge 1 ] || count=1
+  scripts/latency.sh local "$s" "$count" "$interval"
+  echo
+done
