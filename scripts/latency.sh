@@ -98,7 +98,7 @@ echo go >&"${LAT[1]}"
 read -r line <&"${LAT[0]}" || true
 a1=$(cpu_of "$pid_a") b1=$(cpu_of "$pid_b") r1=$(redis_cpu)
 read -r word wall client events p50 p99 p999 max <<<"$line"
-[ "$word" = done ] || { echo "the client failed; its log and the nodes':" >&2; cat "$work/client.log" >&2; tail -20 "$work"/*.log >&2; exit 1; }
+[ "$word" = done ] || { echo "the client failed; its log and the nodes':" >&2; cat "$work/client.log" >&2; tail -n 20 "$work"/*.log >&2; exit 1; }
 stats=''
 if [ "$mode" = cluster ]; then
   stats=$(redis-cli -p "$rport" info commandstats | tr -d '\r' |

@@ -118,30 +118,52 @@ async fn read(mut r: SseReader, count: u64) -> Result<Vec<u32>> {
     Ok(lat)
 }
 
-async fn emit(mut s: Session, o: (u64, u64, u64), delay: Duration) -> Result<Session> {
+/// [`emit_once`], its error told at once (a reader waiting for the events
+/// of a call that failed would otherwise only time out).
+async fn emit(c: Conn, id: String, o: (u64, u64, u64), delay: Duration) -> Result<String> {
+    let r = emit_once(c, &id, o, delay).await;
+    if let Err(e) = &r {
+        eprintln!("session {id}: emit_events: {e}");
+    }
+    r.map(|()| id)
+}
+
+/// One `emit_events` call of session `id` on `c`, after `delay`.
+async fn emit_once(mut c: Conn, id: &str, o: (u64, u64, u64), delay: Duration) -> Result<()> {
     let (count, interval, payload) = o;
     tokio::time::sleep(delay).await;
-    let rid = s.next_id;
-    s.next_id += 1;
     let body = format!(
-        r#"{{"jsonrpc":"2.0","id":{rid},"method":"tools/call","params":{{"name":"emit_events","arguments":{{"count":{count},"interval_ms":{interval},"payload_bytes":{payload},"target":"standalone","stamp":true}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"emit_events","arguments":{{"count":{count},"interval_ms":{interval},"payload_bytes":{payload},"target":"standalone","stamp":true}}}}}}"#
     );
-    let resp = s.post.post(Some(&s.id), body).await?;
+    let resp = c.post(Some(id), body).await?;
     let timeout = Duration::from_millis(count * interval) + Duration::from_secs(60);
     let v = read_rpc_response(resp, timeout).await?;
     if v.get("result").is_none() {
         return Err(format!("emit_events failed: {v}").into());
     }
-    Ok(s)
+    Ok(())
 }
 
-/// Opens `n` sessions at `addr`, 64 at a time.
-async fn open_sessions(addr: SocketAddr, n: usize) -> Result<Vec<Session>> {
+/// Deletes session `id` (best effort).
+async fn delete(addr: SocketAddr, id: &str) {
+    let Ok(mut c) = Conn::open(addr).await else { return };
+    if let Ok(req) = c.request("DELETE", Some(id)).body(http_body_util::Full::new(bytes::Bytes::new())) {
+        if let Ok(Ok(resp)) = tokio::time::timeout(Duration::from_secs(5), c.send(req)).await {
+            let _ = http_body_util::BodyExt::collect(resp.into_body()).await;
+        }
+    }
+}
+
+/// Opens `n` sessions at `addr`, 64 at a time; their ids. The connections
+/// that initialized them close: each session holds one connection for its
+/// stream and one for its call, and no more (a process may have 20 000
+/// descriptors on this machine).
+async fn open_sessions(addr: SocketAddr, n: usize) -> Result<Vec<String>> {
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         let batch: Vec<_> = (0..(n - out.len()).min(64)).map(|_| tokio::spawn(Session::open(addr))).collect();
         for b in batch {
-            out.push(b.await??);
+            out.push(b.await??.id.clone());
         }
     }
     Ok(out)
@@ -164,10 +186,32 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     std::io::stdin().lock().read_line(&mut line)?;
     let mut readers = Vec::with_capacity(o.sessions);
     let mut conns = Vec::with_capacity(o.sessions);
-    for s in &sessions {
-        let mut c = Conn::open(o.read_addr).await?;
-        readers.push(c.get_stream(&s.id, None).await?);
-        conns.push(c);
+    // 64 at a time.
+    for chunk in sessions.chunks(64) {
+        let opening: Vec<_> = chunk
+            .iter()
+            .map(|s| {
+                let (addr, id) = (o.read_addr, s.clone());
+                tokio::spawn(async move {
+                    let mut c = Conn::open(addr).await?;
+                    let r = c.get_stream(&id, None).await?;
+                    Ok::<_, super::BoxError>((c, r))
+                })
+            })
+            .collect();
+        for t in opening {
+            let (c, r) = t.await??;
+            conns.push(c);
+            readers.push(r);
+        }
+    }
+    // The calls' connections, opened before the clock starts (64 at a time).
+    let mut posts = Vec::with_capacity(o.sessions);
+    for chunk in sessions.chunks(64) {
+        let opening: Vec<_> = chunk.iter().map(|_| tokio::spawn(Conn::open(o.addr))).collect();
+        for t in opening {
+            posts.push(t.await??);
+        }
     }
     println!("ready");
     std::io::stdout().flush()?;
@@ -178,10 +222,11 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     let n = o.sessions as u64;
     let emits: Vec<_> = sessions
         .into_iter()
+        .zip(posts)
         .enumerate()
-        .map(|(k, s)| {
+        .map(|(k, (s, c))| {
             let delay = Duration::from_micros(o.interval_ms * 1000 * k as u64 / n);
-            tokio::spawn(emit(s, (o.count, o.interval_ms, o.payload), delay))
+            tokio::spawn(emit(c, s, (o.count, o.interval_ms, o.payload), delay))
         })
         .collect();
     let mut all = Vec::with_capacity((o.count * n) as usize);
@@ -204,8 +249,8 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     );
     std::io::stdout().flush()?;
     drop(conns);
-    for s in done {
-        s.delete().await;
+    for id in done {
+        delete(o.addr, &id).await;
     }
     Ok(())
 }
