@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The memory half of README "Sizing a cluster" (BENCHMARKS.md): a Redis
+# The memory half of "Sizing a cluster" (docs/cluster.md; BENCHMARKS.md): a Redis
 # Cluster of 3 masters (no replicas) that this script starts on free loopback
 # ports, one release gapless-server node on it, N sessions initialized and
 # left idle, then each with its standalone GET stream open. It reports

@@ -11,7 +11,7 @@ which must give every seq from 0 once, in order.
 Each attack prints what the server spent on it (CPU seconds from
 /proc/PID/stat, the peak RSS over the RSS before it) and what the attacker
 got, grouped (HTTP status and JSON-RPC error code). Exits 1 if the canary
-lost anything, an attack was not refused as the README's limits table
+lost anything, an attack was not refused as the limits table of docs/operations.md
 says, or one grew the server by more than MAX_RSS_DELTA (64 MiB).
 """
 import http.client

@@ -258,13 +258,14 @@ async fn rows(s: &TestServer, nodes: &[gapless_server::McpServer]) {
     }
 }
 
-/// README's "Run a cluster" shows the HAProxy configuration these tests run.
+/// The cluster reference (`docs/cluster.md`, "Run a cluster") shows the
+/// HAProxy configuration these tests run.
 #[test]
-fn the_readme_shows_the_tested_haproxy_configuration() {
-    let readme = include_str!("../../../README.md");
+fn the_cluster_reference_shows_the_tested_haproxy_configuration() {
+    let page = include_str!("../../../docs/cluster.md");
     let config = include_str!("../../../docs/haproxy.cfg");
     assert!(
-        readme.contains(&format!("```haproxy\n{config}```")),
-        "README.md must show docs/haproxy.cfg as it is"
+        page.contains(&format!("```haproxy\n{config}```")),
+        "docs/cluster.md must show docs/haproxy.cfg as it is"
     );
 }

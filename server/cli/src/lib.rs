@@ -5,6 +5,40 @@
 //! SIGTERM or SIGINT. `gapless-server` and `gapless-gateway` both use it,
 //! so a flag means the same in both. [`jemalloc!`] declares jemalloc a
 //! binary's allocator with the options every gapless binary runs with.
+//!
+//! A binary of your own around your application (a `gapless_server::Host`),
+//! with every flag of `gapless-server`:
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use gapless_cli::{init_logging, serve, ServerFlags};
+//! use gapless_server::McpServer;
+//! # use futures_util::future::BoxFuture;
+//! # use gapless_server::{Host, RequestContext, RpcError};
+//! # use serde_json::Value;
+//! # struct MyHost;
+//! # impl Host for MyHost {
+//! #     fn capabilities(&self) -> Value { serde_json::json!({}) }
+//! #     fn handle(&self, method: String, _: Value, _: RequestContext) -> BoxFuture<'static, Result<Value, RpcError>> {
+//! #         Box::pin(async move { Err(RpcError::method_not_found(&method)) })
+//! #     }
+//! # }
+//!
+//! /// My MCP server, with gapless's resumption.
+//! #[derive(Parser)]
+//! struct Args {
+//!     #[command(flatten)]
+//!     server: ServerFlags,
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let a = Args::parse();
+//!     init_logging(a.server.log_format);
+//!     // Listens on --bind (127.0.0.1:8080) until SIGTERM or SIGINT.
+//!     serve("my-server", a.server, McpServer::builder(MyHost), None).await
+//! }
+//! ```
 
 use axum::response::IntoResponse;
 use gapless::{ErrorKind, RingConfig};

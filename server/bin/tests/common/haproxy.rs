@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The tested configuration, as the README shows it.
+/// The tested configuration, as `docs/cluster.md` shows it.
 const CONFIG: &str = include_str!("../../../../docs/haproxy.cfg");
 
 pub struct Haproxy {
