@@ -98,7 +98,18 @@ pub(crate) struct Chunk {
     /// other reference is gone and so is ordered after that store by the
     /// `Arc` counter's release/acquire.
     init: AtomicUsize,
+    /// The allocated size of the payloads of this chunk once it is sealed,
+    /// or [`UNSUMMED`] until the producer's footprint first sums them
+    /// (`new` and `recycle` reset it). Here rather than in a table per slot
+    /// of the producer's: a ring that holds one chunk pays for one sum, not
+    /// for one per slot. Atomic only because the footprint takes `&self`:
+    /// every thread that sums a sealed chunk stores the same value (std's
+    /// atomic under loom too: no ordering rests on it).
+    pub(crate) alloc_sum: std::sync::atomic::AtomicUsize,
 }
+
+/// [`Chunk::alloc_sum`] of a chunk not summed yet.
+pub(crate) const UNSUMMED: usize = usize::MAX;
 
 // SAFETY: a chunk is shared between the producer and readers. Each cell is
 // written once, by the single producer, before the Release store of the
@@ -121,7 +132,7 @@ impl Chunk {
     pub(crate) fn new(first: u64, len: usize) -> Self {
         let cells = (0..len).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
         let tags = (0..len).map(|_| UnsafeCell::new(0)).collect();
-        Chunk { first, cells, tags, init: AtomicUsize::new(0) }
+        Chunk { first, cells, tags, init: AtomicUsize::new(0), alloc_sum: std::sync::atomic::AtomicUsize::new(UNSUMMED) }
     }
 
     /// Cells in this chunk.
@@ -215,6 +226,7 @@ impl Chunk {
     pub(crate) fn recycle(&mut self, first: u64) {
         self.drop_cells();
         self.first = first;
+        self.alloc_sum.store(UNSUMMED, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn drop_cells(&mut self) {

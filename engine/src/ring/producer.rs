@@ -6,7 +6,7 @@
 //! readers if there are any. No lock, no wait, and no StoreLoad fence while
 //! no live cursor has registered a waker (see `barrier.rs`).
 
-use super::chunk::{Chunk, Slot};
+use super::chunk::{Chunk, Slot, UNSUMMED};
 use super::config::MAX_SEQ;
 use super::reader::Reader;
 use super::shared::{Geometry, Shared};
@@ -17,7 +17,7 @@ use gapless_wire::{Seq, StreamId};
 use std::fmt;
 // Not `crate::sync`'s: the sums are a memo, not synchronization, so loom
 // need not explore them.
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Why `publish` refused an event. The ring is unchanged when it does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,12 +110,6 @@ pub struct Producer {
     /// kept so that the next `roll` reuses its memory (still cache-warm from
     /// eviction) instead of allocating.
     spare: Option<Arc<Chunk>>,
-    /// Per slot, like `held`: the allocated size ([`alloc_size`]) of the
-    /// payloads of the slot's chunk once it is sealed, or [`UNSUMMED`]
-    /// until [`Producer::footprint`] first sums them (`roll` resets it).
-    /// Atomic only because `footprint` takes `&self`: every thread that
-    /// sums a sealed chunk stores the same value.
-    alloc_sums: Box<[AtomicUsize]>,
     /// Chunks evicted while a snapshot, batch or cursor still held them,
     /// each with the bytes it keeps alive (its cells and payloads): counted
     /// in the footprint until the producer finds itself their only holder
@@ -165,7 +159,6 @@ impl Producer {
             bytes: 0,
             evicted_bytes: 0,
             held: (0..nslots).map(|_| None).collect(),
-            alloc_sums: (0..nslots).map(|_| AtomicUsize::new(UNSUMMED)).collect(),
             roll_at: 1,
             pinned: Vec::new(),
             pinned_bytes: 0,
@@ -439,10 +432,10 @@ impl Producer {
                 let first = geo.chunk_first(k);
                 let Some(c) = self.held[i].as_deref().filter(|c| c.first == first) else { continue };
                 payloads += if k < head_k {
-                    match self.alloc_sums[i].load(Relaxed) {
+                    match c.alloc_sum.load(Relaxed) {
                         UNSUMMED => {
                             let sum = alloc_of(c, 0..geo.chunk_events);
-                            self.alloc_sums[i].store(sum, Relaxed);
+                            c.alloc_sum.store(sum, Relaxed);
                             sum
                         }
                         sum => sum,
@@ -464,7 +457,7 @@ impl Producer {
             + self.pinned_bytes
             + self.pinned.capacity() * std::mem::size_of::<(Arc<Chunk>, usize)>()
             + chunks * chunk_bytes(geo.chunk_events)
-            + geo.slots() * (2 * std::mem::size_of::<usize>() + std::mem::size_of::<AtomicUsize>())
+            + geo.slots() * 2 * std::mem::size_of::<usize>()
             + records * RECORD_BYTES
             + self.tomb_order.len() * TOMBSTONE_BYTES
     }
@@ -513,7 +506,6 @@ impl Producer {
         // `seq - 1 - (nslots - 1) * C`, below it, because
         // `(nslots - 1) * C >= ceil(cap / C) * C >= cap`.
         let i = self.geo.slot_of(k);
-        self.alloc_sums[i].store(UNSUMMED, Relaxed);
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.back = Arc::as_ptr(&chunk);
@@ -582,9 +574,6 @@ pub(crate) fn alloc_size(len: usize) -> usize {
     let step = 1usize << (usize::BITS - (len - 1).leading_zeros() - 3);
     (len + step - 1) & !(step - 1)
 }
-
-/// [`Producer::alloc_sums`] of a slot whose chunk was not summed yet.
-const UNSUMMED: usize = usize::MAX;
 
 /// Bytes of one stream record with its `Arc` and directory entry.
 const RECORD_BYTES: usize = std::mem::size_of::<StreamRecord>() + 4 * std::mem::size_of::<usize>();

@@ -56,9 +56,11 @@ pub(crate) struct SessionState {
     /// The negotiated protocol version (a legacy session's is set by its
     /// `initialize`, which comes after the session exists).
     protocol_version: Mutex<String>,
-    /// The `params` of the session's `initialize` as the client sent them;
-    /// `None` on a node that did not receive it (cluster mode).
-    initialize_params: Mutex<Option<Value>>,
+    /// The `params` of the session's `initialize` as the client sent them,
+    /// as JSON text (a parsed value took about ten times the bytes, kept
+    /// for the session's life and read rarely); `None` on a node that did
+    /// not receive it (cluster mode).
+    initialize_params: Mutex<Option<Box<str>>>,
     /// A legacy (HTTP+SSE) session answered its `initialize` already.
     pub(crate) legacy_initialized: AtomicBool,
     /// Pacing handle of the standalone stream.
@@ -160,11 +162,12 @@ impl SessionState {
     }
 
     pub(crate) fn initialize_params(&self) -> Option<Value> {
-        lock(&self.initialize_params).clone()
+        let text = lock(&self.initialize_params).clone()?;
+        Some(serde_json::from_str(&text).expect("the params were written from a JSON value"))
     }
 
     pub(crate) fn set_initialize_params(&self, params: Value) {
-        *lock(&self.initialize_params) = Some(params);
+        *lock(&self.initialize_params) = Some(params.to_string().into_boxed_str());
     }
 
     pub(crate) fn log_level(&self) -> LogLevel {
