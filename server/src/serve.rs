@@ -4,9 +4,15 @@
 //! hyper's HTTP/1.1 and HTTP/2 (prior knowledge, h2c) connections with:
 //!
 //! * a **header read timeout** ([`ServeConfig::header_read_timeout`], default
-//!   10 s): a client that has not sent a whole request head by then is
-//!   disconnected. Hyper starts that clock whenever it waits for a request
-//!   head, so it is also the **idle keep-alive timeout**;
+//!   10 s): a new connection that sends nothing by then is closed, and a
+//!   client that has not sent a whole request head within it once hyper
+//!   reads one is disconnected. Hyper starts that clock whenever it waits
+//!   for a request head, so it is also the **idle keep-alive timeout**;
+//! * the protocol told from a connection's first bytes, looked at without
+//!   reading them (HTTP/2 by its preface, else HTTP/1.1), and each
+//!   connection's state in an allocation of its protocol's size: an idle
+//!   HTTP/1.1 stream costs hyper one 8 KiB read buffer, not the 16 KiB that
+//!   hyper-util's `auto` builder left it with;
 //! * a **cap on open connections**, in all and per peer IP address
 //!   ([`ServeConfig::max_connections`], [`ServeConfig::max_connections_per_ip`]):
 //!   a connection over either is answered `503 too_many_connections` with
@@ -45,17 +51,18 @@ pub(crate) const CONNECTION_BUFFER_BYTES: usize = 64 << 10;
 use axum::extract::ConnectInfo;
 use axum::Router;
 use gapless::ErrorKind;
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
 
 /// Connection limits and the shutdown grace of [`McpServer::serve`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,6 +152,59 @@ async fn refuse(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }
 
+/// The protocol a connection speaks.
+enum Protocol {
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c).
+    Http2,
+}
+
+/// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113
+/// §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Which protocol a new connection speaks, from its first bytes, looked at
+/// with `MSG_PEEK` so that hyper then reads the request head into its own
+/// buffer whole. (hyper-util's `auto` builder reads them itself and hands
+/// them back through a wrapper: hyper's first read then returns those 24
+/// bytes alone, and its read buffer grows from 8 to 16 KiB to take the rest,
+/// for the connection's life: about 12 KiB more RSS per open stream, with
+/// the larger task, measured.) `None`: the peer closed, failed, or sent
+/// nothing that tells within `wait` (the header read timeout, which also
+/// bounds a request head).
+async fn sniff(stream: &TcpStream, wait: Duration) -> Option<Protocol> {
+    let look = async {
+        let mut buf = [0u8; H2_PREFACE.len()];
+        loop {
+            let n = stream.peek(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if buf[..n] != H2_PREFACE[..n] {
+                return Some(Protocol::Http1);
+            }
+            if n == H2_PREFACE.len() {
+                return Some(Protocol::Http2);
+            }
+            // A prefix of the preface so far: a peek returns at once while
+            // those bytes wait, so look again a little later.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(wait, look).await.ok().flatten()
+}
+
+/// Serves `conn` to its end; once `stop` is cancelled, lets it finish what
+/// it serves (`shut`: its graceful shutdown) and close.
+async fn drive<F: Future>(mut conn: Pin<Box<F>>, shut: impl FnOnce(Pin<&mut F>), stop: &CancellationToken) {
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.cancelled() => {}
+    }
+    shut(conn.as_mut());
+    let _ = conn.await;
+}
+
 impl McpServer {
     /// Serves `app` (an application router that contains this server's
     /// [`router`](McpServer::router)) on `listener` until `signal`
@@ -158,15 +218,17 @@ impl McpServer {
         signal: impl Future<Output = ()> + Send,
     ) -> std::io::Result<()> {
         let open = Arc::new(Mutex::new(Open::default()));
-        let graceful = GracefulShutdown::new();
-        let mut builder = Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
             .header_read_timeout(config.header_read_timeout)
             .keep_alive(true)
             .max_buf_size(CONNECTION_BUFFER_BYTES);
-        builder.http2().timer(TokioTimer::new());
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new());
+        let builders = Arc::new((h1, h2));
+        // Cancelled when `signal` resolves: each connection finishes what it
+        // is serving and closes.
+        let stop = CancellationToken::new();
         // Connection tasks, so that what outlives the grace period can be
         // aborted (finished ones are reaped as connections come in).
         let mut tasks = tokio::task::JoinSet::new();
@@ -197,21 +259,37 @@ impl McpServer {
                 req.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
                 req
             });
-            let conn = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc))
-                .into_owned();
-            let conn = graceful.watch(conn);
+            let svc = TowerToHyperService::new(svc);
+            let (builders, stop, wait) = (Arc::clone(&builders), stop.clone(), config.header_read_timeout);
             tasks.spawn(async move {
-                let _ = conn.await;
+                // Each protocol's connection in a box of its own size, so
+                // that an HTTP/1.1 connection's task does not take HTTP/2's
+                // room as well.
+                let protocol = tokio::select! {
+                    p = sniff(&stream, wait) => p,
+                    _ = stop.cancelled() => None,
+                };
+                match protocol {
+                    Some(Protocol::Http1) => {
+                        let conn = builders.0.serve_connection(TokioIo::new(stream), svc).with_upgrades();
+                        drive(Box::pin(conn), |c| c.graceful_shutdown(), &stop).await;
+                    }
+                    Some(Protocol::Http2) => {
+                        let conn = builders.1.serve_connection(TokioIo::new(stream), svc);
+                        drive(Box::pin(conn), |c| c.graceful_shutdown(), &stop).await;
+                    }
+                    None => {}
+                }
                 drop(admitted);
             });
         }
         drop(listener);
         tracing::info!("shutting down: streams end, sockets close, in-flight requests get the grace period");
         self.shutdown();
-        let open_now = graceful.count();
+        stop.cancel();
+        let open_now = tasks.len();
         tokio::select! {
-            _ = graceful.shutdown() => {}
+            _ = async { while tasks.join_next().await.is_some() {} } => {}
             _ = tokio::time::sleep(config.shutdown_grace) => {
                 tracing::warn!(connections = open_now, "grace period over; closing what is left");
             }

@@ -89,6 +89,51 @@ async fn idle_keep_alive_connections_are_closed() {
     assert!(took < Duration::from_secs(3), "idle connection open for {took:?}");
 }
 
+/// A connection that sends nothing at all is closed once the header read
+/// timeout passes: telling its protocol from its first bytes waits no
+/// longer than a request head may take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed() {
+    let (config, serve) = quick(500, 30_000);
+    let s = start_served(config, serve).await;
+    let addr = s.addr;
+    let (reply, took) = tokio::task::spawn_blocking(move || {
+        let mut c = raw(addr);
+        let start = Instant::now();
+        (read_to_close(&mut c), start.elapsed())
+    })
+    .await
+    .unwrap();
+    assert!(reply.is_empty(), "{reply}");
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(3), "closed after {took:?}");
+}
+
+/// A request whose first bytes arrive one by one, starting like HTTP/2's
+/// preface (`P`), is told apart as HTTP/1.1 once they diverge, and
+/// answered whole: the protocol is read without taking any byte from hyper.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_trickling_in_is_answered() {
+    let (config, serve) = quick(5_000, 30_000);
+    let s = start_served(config, serve).await;
+    let addr = s.addr;
+    let reply = tokio::task::spawn_blocking(move || {
+        let mut c = raw(addr);
+        let head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        for b in &head[..4] {
+            c.write_all(std::slice::from_ref(b)).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        c.write_all(&head[4..]).unwrap();
+        read_to_close(&mut c)
+    })
+    .await
+    .unwrap();
+    // The guard's answer to a POST without the MCP headers: a JSON refusal,
+    // so the head reached the router intact.
+    assert!(reply.starts_with("HTTP/1.1 4"), "{reply}");
+    assert!(reply.contains("\"error\":"), "{reply}");
+}
+
 /// A body that stops short of its `Content-Length`, or a chunked body that
 /// never ends, gets 408 `request_timeout` with the JSON body once the body
 /// read timeout passes; the connection does not hang.
