@@ -80,8 +80,12 @@ pub struct Producer {
     /// `oldest ..= head`, indexed like `shared.slots` (chunk `k` at
     /// `Geometry::slot_of`), so that finding a seq's chunk is arithmetic. The
     /// chunk of `head` is being written. Wholly evicted chunks are taken out
-    /// (and their shared slots cleared).
-    held: Box<[Option<Arc<Chunk>>]>,
+    /// (and their shared slots cleared). One entry while the ring has had
+    /// one chunk (chunk 0), one per slot from its second chunk on (`roll`):
+    /// a session that never published past its first chunk, as most idle
+    /// ones, keeps one entry instead of a table (128 at the default
+    /// geometry, 1 KiB).
+    held: Vec<Option<Arc<Chunk>>>,
     /// The seq at which `publish` leaves its fast path: the first seq of
     /// the chunk after the back chunk (a new chunk is due), or the first
     /// seq past `MAX_SEQ` if that comes first (nothing more can be
@@ -150,7 +154,6 @@ impl fmt::Debug for Producer {
 impl Producer {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
         let geo = shared.geo;
-        let nslots = geo.slots();
         Producer {
             shared,
             geo,
@@ -158,7 +161,7 @@ impl Producer {
             oldest: 1,
             bytes: 0,
             evicted_bytes: 0,
-            held: (0..nslots).map(|_| None).collect(),
+            held: Vec::new(),
             roll_at: 1,
             pinned: Vec::new(),
             pinned_bytes: 0,
@@ -430,7 +433,9 @@ impl Producer {
             for k in geo.chunk_no(o)..=head_k {
                 let i = geo.slot_of(k);
                 let first = geo.chunk_first(k);
-                let Some(c) = self.held[i].as_deref().filter(|c| c.first == first) else { continue };
+                let Some(c) = self.held.get(i).and_then(Option::as_deref).filter(|c| c.first == first) else {
+                    continue;
+                };
                 payloads += if k < head_k {
                     match c.alloc_sum.load(Relaxed) {
                         UNSUMMED => {
@@ -444,7 +449,7 @@ impl Producer {
                     alloc_of(c, 0..geo.cell_idx(self.head) + 1)
                 };
             }
-        } else if let Some(c) = self.held[geo.slot_of(geo.chunk_no(o))].as_deref() {
+        } else if let Some(c) = self.held.get(geo.slot_of(geo.chunk_no(o))).and_then(Option::as_deref) {
             // Nothing retained: `o` is `head + 1`, and the head's chunk,
             // if `o` is in it, holds only evicted payloads.
             if c.first == geo.chunk_first(geo.chunk_no(o)) && geo.cell_idx(o) > 0 {
@@ -457,7 +462,7 @@ impl Producer {
             + self.pinned_bytes
             + self.pinned.capacity() * std::mem::size_of::<(Arc<Chunk>, usize)>()
             + chunks * chunk_bytes(geo.chunk_events)
-            + geo.slots() * 2 * std::mem::size_of::<usize>()
+            + (geo.slots() + self.held.capacity()) * std::mem::size_of::<usize>()
             + records * RECORD_BYTES
             + self.tomb_order.len() * TOMBSTONE_BYTES
     }
@@ -507,6 +512,12 @@ impl Producer {
         // `(nslots - 1) * C >= ceil(cap / C) * C >= cap`.
         let i = self.geo.slot_of(k);
         self.shared.slots[i].store(Some(Arc::clone(&chunk)));
+        if self.held.len() <= i {
+            // A ring's first chunk gets a table of one entry; the next
+            // chunk, the table of every slot, once.
+            let len = if i == 0 && self.held.is_empty() { 1 } else { self.geo.slots() };
+            self.held.resize_with(len, || None);
+        }
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.back = Arc::as_ptr(&chunk);
         self.held[i] = Some(chunk);
@@ -601,7 +612,7 @@ impl Drop for Producer {
         // that chunk, below `oldest`; `back` has none written then).
         if self.head > 0 {
             let k = self.geo.chunk_no(self.head);
-            if let Some(c) = &self.held[self.geo.slot_of(k)] {
+            if let Some(Some(c)) = self.held.get(self.geo.slot_of(k)) {
                 if c.first == self.geo.chunk_first(k) {
                     c.seal(self.geo.cell_idx(self.head) + 1);
                 }
