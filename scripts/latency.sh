@@ -13,6 +13,9 @@
 #                                            their GET streams read on node B
 #   scripts/latency.sh local [S] [N] [I]     one node, in process (no Redis)
 #
+# N = 0 measures memory alone: the RSS per session and per open stream
+# (before any call's connection opens), then exits.
+#
 # Defaults: S 50, N 1000, I 10. Prints p50, p99, p99.9 and max in µs, the
 # events/s reached, and each process's CPU per event (the nodes' from
 # /proc/<pid>/stat; Redis's from INFO cpu; the client's its own); the nodes'
@@ -80,7 +83,7 @@ redis_cpu() {
 }
 load=$(cut -d' ' -f1 /proc/loadavg)
 coproc LAT { "$LOAD" latency --addr "127.0.0.1:$port_a" --read-addr "127.0.0.1:$port_b" --sessions "$sessions" \
-  --count "$n" --interval-ms "$interval" --payload 64 2>"$work/client.log"; }
+  --count "$((n > 0 ? n : 1))" --interval-ms "$interval" --payload 64 2>"$work/client.log"; }
 rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss_of "$pid_a")
 read -r line <&"${LAT[0]}" || true
@@ -88,10 +91,20 @@ read -r line <&"${LAT[0]}" || true
 rss1=$(rss_of "$pid_a")
 echo streams >&"${LAT[1]}"
 read -r line <&"${LAT[0]}" || true
-[ "$line" = ready ] || { echo "the client's streams did not open; its log and the nodes':" >&2; cat "$work/client.log" "$work"/*.log >&2; exit 1; }
+[ "$line" = open ] || { echo "the client's streams did not open; its log and the nodes':" >&2; cat "$work/client.log" "$work"/*.log >&2; exit 1; }
+# Streams open, the calls' connections not yet: the RSS per stream is the
+# stream's alone.
 rss2=$(rss_of "$pid_a")
 rss_b0=${rss_b0:-0}
 rss2b=$(rss_of "$pid_b")
+if [ "$n" = 0 ]; then
+  python3 -c 'import sys; s, r0, r1, r2, rb0, rb2 = map(int, sys.argv[1:7]); mode, load = sys.argv[7:9]; per_stream = (rb2 - rb0 if mode == "cluster" else r2 - r1) / s; print(f"{mode}: {s} sessions, load before {load}"); print(f"RSS: {r0} KiB idle, +{(r1 - r0) / s:.2f} KiB per session, +{per_stream:.2f} KiB per open stream")' \
+    "$sessions" "$rss0" "$rss1" "$rss2" "$rss_b0" "$rss2b" "$mode" "$load"
+  exit 0
+fi
+echo calls >&"${LAT[1]}"
+read -r line <&"${LAT[0]}" || true
+[ "$line" = ready ] || { echo "the client's call connections did not open; its log and the nodes':" >&2; cat "$work/client.log" "$work"/*.log >&2; exit 1; }
 [ "$mode" = cluster ] && redis-cli -p "$rport" config resetstat >/dev/null
 a0=$(cpu_of "$pid_a") b0=$(cpu_of "$pid_b") r0=$(redis_cpu)
 echo go >&"${LAT[1]}"

@@ -9,9 +9,10 @@
 //! the client share the machine's clock.
 //!
 //! A line protocol like `drive`'s lets the caller read the server between
-//! the steps: the tool opens the sessions and prints `sessions`, then on a
-//! line from stdin opens their streams and prints `ready`, then on a second
-//! line runs, and prints
+//! the steps: the tool opens the sessions and prints `sessions`; on a line
+//! from stdin it opens their streams and prints `open`; on a second line it
+//! opens the calls' connections and prints `ready`; on a third it runs, and
+//! prints
 //! `done <seconds> <client CPU seconds> <events> <p50 µs> <p99 µs> <p99.9 µs> <max µs>`.
 //! Every stream must carry seq 1..N in order; a hole, a duplicate or an
 //! error exits non-zero.
@@ -39,8 +40,8 @@ pub(crate) fn usage() -> ! {
                           --interval-ms I [--payload B]
   S sessions (default 1) initialized at --addr, each with its standalone GET at
   --read-addr (default --addr), each emitting N stamped events (default 1000) of
-  B payload bytes (default 64) I ms apart (default 10); prints `sessions` and
-  `ready` and waits for a line on stdin after each, then prints
+  B payload bytes (default 64) I ms apart (default 10); prints `sessions`,
+  `open` and `ready` and waits for a line on stdin after each, then prints
   `done <seconds> <client CPU seconds> <events> <p50> <p99> <p99.9> <max>` (µs)"
     );
     std::process::exit(2)
@@ -205,6 +206,12 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
             readers.push(r);
         }
     }
+    // A pause for the caller to read the server's memory with every stream
+    // open and no other connection: `open`, then a line on stdin.
+    println!("open");
+    std::io::stdout().flush()?;
+    line.clear();
+    std::io::stdin().lock().read_line(&mut line)?;
     // The calls' connections, opened before the clock starts (64 at a time).
     let mut posts = Vec::with_capacity(o.sessions);
     for chunk in sessions.chunks(64) {
