@@ -23,6 +23,10 @@
 # and the 1-minute load before the run (a figure measured above 0.5 is not a
 # verdict).
 #
+# DETACH=1: each call's connection closes once its response head is in (the
+# call goes on), so that the client holds one descriptor per session and
+# 10 000 sessions fit this machine's open-file limit of 20 000.
+#
 # SERVER=path and LOAD=path pick the binaries (default: built here). Needs
 # redis-server and redis-cli (scripts/setup.sh installs them), curl and python3.
 set -euo pipefail
@@ -83,7 +87,7 @@ redis_cpu() {
 }
 load=$(cut -d' ' -f1 /proc/loadavg)
 coproc LAT { "$LOAD" latency --addr "127.0.0.1:$port_a" --read-addr "127.0.0.1:$port_b" --sessions "$sessions" \
-  --count "$((n > 0 ? n : 1))" --interval-ms "$interval" --payload 64 2>"$work/client.log"; }
+  --count "$((n > 0 ? n : 1))" --interval-ms "$interval" --payload 64 ${DETACH:+--detach} 2>"$work/client.log"; }
 rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss_of "$pid_a")
 read -r line <&"${LAT[0]}" || true

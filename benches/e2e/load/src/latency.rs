@@ -32,17 +32,25 @@ pub(crate) struct LatencyOpts {
     pub count: u64,
     pub interval_ms: u64,
     pub payload: u64,
+    /// Each call's connection opened when the call starts and closed once
+    /// its response head arrives (the call goes on: a 2025 session's
+    /// request stream is resumable, so its close does not cancel it): one
+    /// descriptor per session instead of two, for 10 000 sessions.
+    pub detach: bool,
 }
 
 pub(crate) fn usage() -> ! {
     eprintln!(
         "usage: gapless-load latency --addr HOST:PORT [--read-addr HOST:PORT] --sessions S --count N
-                          --interval-ms I [--payload B]
+                          --interval-ms I [--payload B] [--detach]
   S sessions (default 1) initialized at --addr, each with its standalone GET at
   --read-addr (default --addr), each emitting N stamped events (default 1000) of
   B payload bytes (default 64) I ms apart (default 10); prints `sessions`,
   `open` and `ready` and waits for a line on stdin after each, then prints
-  `done <seconds> <client CPU seconds> <events> <p50> <p99> <p99.9> <max>` (µs)"
+  `done <seconds> <client CPU seconds> <events> <p50> <p99> <p99.9> <max>` (µs).
+  --detach: each call's connection opens when the call starts and closes once
+  its response head is in (the call goes on), so that a session holds one
+  descriptor, its stream's, and 10 000 fit the open-file limit"
     );
     std::process::exit(2)
 }
@@ -55,6 +63,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> LatencyOpts {
         count: 1000,
         interval_ms: 10,
         payload: 64,
+        detach: false,
     };
     let (mut addr, mut read_addr) = (None, None);
     while let Some(a) = args.next() {
@@ -66,6 +75,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> LatencyOpts {
             "--count" => o.count = v().parse().unwrap_or_else(|_| usage()),
             "--interval-ms" => o.interval_ms = v().parse().unwrap_or_else(|_| usage()),
             "--payload" => o.payload = v().parse().unwrap_or_else(|_| usage()),
+            "--detach" => o.detach = true,
             _ => usage(),
         }
     }
@@ -145,6 +155,31 @@ async fn emit_once(mut c: Conn, id: &str, o: (u64, u64, u64), delay: Duration) -
     Ok(())
 }
 
+/// One `emit_events` call of session `id` at `addr`, after `delay`, on a
+/// connection of its own that closes once the response head is in: the
+/// call goes on, and its events are read on the session's stream.
+async fn emit_detached(addr: SocketAddr, id: String, o: (u64, u64, u64), delay: Duration) -> Result<String> {
+    let (count, interval, payload) = o;
+    tokio::time::sleep(delay).await;
+    let mut c = Conn::open(addr).await?;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"emit_events","arguments":{{"count":{count},"interval_ms":{interval},"payload_bytes":{payload},"target":"standalone","stamp":true}}}}}}"#
+    );
+    let resp = c.post(Some(&id), body).await;
+    match resp {
+        Ok(r) if r.status() == hyper::StatusCode::OK => Ok(id),
+        Ok(r) => {
+            let e = format!("session {id}: emit_events answered {}", r.status());
+            eprintln!("{e}");
+            Err(e.into())
+        }
+        Err(e) => {
+            eprintln!("session {id}: emit_events: {e}");
+            Err(e)
+        }
+    }
+}
+
 /// Deletes session `id` (best effort).
 async fn delete(addr: SocketAddr, id: &str) {
     let Ok(mut c) = Conn::open(addr).await else { return };
@@ -212,12 +247,15 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     std::io::stdout().flush()?;
     line.clear();
     std::io::stdin().lock().read_line(&mut line)?;
-    // The calls' connections, opened before the clock starts (64 at a time).
+    // The calls' connections, opened before the clock starts (64 at a time),
+    // unless each call opens its own (`--detach`).
     let mut posts = Vec::with_capacity(o.sessions);
-    for chunk in sessions.chunks(64) {
-        let opening: Vec<_> = chunk.iter().map(|_| tokio::spawn(Conn::open(o.addr))).collect();
-        for t in opening {
-            posts.push(t.await??);
+    if !o.detach {
+        for chunk in sessions.chunks(64) {
+            let opening: Vec<_> = chunk.iter().map(|_| tokio::spawn(Conn::open(o.addr))).collect();
+            for t in opening {
+                posts.push(t.await??);
+            }
         }
     }
     println!("ready");
@@ -227,15 +265,23 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     let (c0, t0) = (self_cpu_secs(), Instant::now());
     let reads: Vec<_> = readers.into_iter().map(|r| tokio::spawn(read(r, o.count))).collect();
     let n = o.sessions as u64;
-    let emits: Vec<_> = sessions
-        .into_iter()
-        .zip(posts)
-        .enumerate()
-        .map(|(k, (s, c))| {
-            let delay = Duration::from_micros(o.interval_ms * 1000 * k as u64 / n);
-            tokio::spawn(emit(c, s, (o.count, o.interval_ms, o.payload), delay))
-        })
-        .collect();
+    let shape = (o.count, o.interval_ms, o.payload);
+    let delay = |k: usize| Duration::from_micros(o.interval_ms * 1000 * k as u64 / n);
+    let emits: Vec<_> = if o.detach {
+        let addr = o.addr;
+        sessions
+            .into_iter()
+            .enumerate()
+            .map(|(k, s)| tokio::spawn(emit_detached(addr, s, shape, delay(k))))
+            .collect()
+    } else {
+        sessions
+            .into_iter()
+            .zip(posts)
+            .enumerate()
+            .map(|(k, (s, c))| tokio::spawn(emit(c, s, shape, delay(k))))
+            .collect()
+    };
     let mut all = Vec::with_capacity((o.count * n) as usize);
     for r in reads {
         all.extend(r.await??);
