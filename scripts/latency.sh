@@ -23,6 +23,8 @@
 # and the 1-minute load before the run (a figure measured above 0.5 is not a
 # verdict).
 #
+# WARMUP_MS=W: events published in the run's first W ms are read and
+# checked, not timed (the calls start spread over the first interval).
 # DETACH=1: each call's connection closes once its response head is in (the
 # call goes on), so that the client holds one descriptor per session and
 # 10 000 sessions fit this machine's open-file limit of 20 000.
@@ -87,7 +89,8 @@ redis_cpu() {
 }
 load=$(cut -d' ' -f1 /proc/loadavg)
 coproc LAT { "$LOAD" latency --addr "127.0.0.1:$port_a" --read-addr "127.0.0.1:$port_b" --sessions "$sessions" \
-  --count "$((n > 0 ? n : 1))" --interval-ms "$interval" --payload 64 ${DETACH:+--detach} 2>"$work/client.log"; }
+  --count "$((n > 0 ? n : 1))" --interval-ms "$interval" --payload 64 ${DETACH:+--detach} \
+  --warmup-ms "${WARMUP_MS:-0}" 2>"$work/client.log"; }
 rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 rss0=$(rss_of "$pid_a")
 read -r line <&"${LAT[0]}" || true
@@ -123,7 +126,7 @@ if [ "$mode" = cluster ]; then
     sort -k2 -rn | head -8 | tr '\n' ',' | sed 's/,$//; s/,/, /g')
 fi
 python3 - "$mode" "$sessions" "$n" "$interval" "$wall" "$client" "$events" "$p50" "$p99" "$p999" "$max" \
-  "$a0" "$a1" "$b0" "$b1" "$r0" "$r1" "$load" "$stats" "$rss0" "$rss1" "$rss2" "$rss_b0" "$rss2b" <<'EOF'
+  "$a0" "$a1" "$b0" "$b1" "$r0" "$r1" "$load" "$stats" "$rss0" "$rss1" "$rss2" "$rss_b0" "$rss2b" "${WARMUP_MS:-0}" <<'EOF'
 import sys
 mode, s, n, i = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 wall, client, events = float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
@@ -132,7 +135,9 @@ a0, a1, b0, b1, r0, r1 = map(float, sys.argv[12:18])
 load = sys.argv[18]
 where = "sessions on node A, GET streams on node B, one Redis" if mode == "cluster" else "one node, in process"
 print(f"{mode}: {s} stream(s) x {n} events {i} ms apart ({s * 1000 / i:,.0f} events/s asked; {where}); load before {load}")
-print(f"publish -> client read, us: p50 {p50}, p99 {p99}, p99.9 {p999}, max {mx} ({events} events)")
+warm = int(sys.argv[25])
+timed = f"; the first {warm} ms not timed" if warm else ""
+print(f"publish -> client read, us: p50 {p50}, p99 {p99}, p99.9 {p999}, max {mx} ({events} events{timed})")
 print(f"events/s reached: {events / wall:,.0f} over {wall:.2f} s")
 rss0, rss1, rss2, rb0, rb2 = map(int, sys.argv[20:25])
 per = lambda c: c / events * 1e6

@@ -13,18 +13,22 @@
 # Each call's connection closes once its response head is in (DETACH=1,
 # the default here; DETACH= keeps it open): the client then holds one
 # descriptor per session, its stream's, and 10 000 sessions fit this
-# machine's open-file limit (`ulimit -Hn`: 20 000).
+# machine's open-file limit (`ulimit -Hn`: 20 000). Events published in the
+# first WARMUP_MS (default 5 000), while the calls start and connect, are
+# checked but not timed.
 #
 # RATE (default 10 000) is the aggregate rate: each of S streams emits an
 # event every S × 1000 / RATE ms (at least 1 ms, so 1 stream runs at 1 000
-# events/s at most), for SECS seconds (default 5). The 1-minute load is
-# printed before each size: a figure measured above 0.5 is not a verdict.
+# events/s at most), for SECS seconds (default 10: 5 timed). The 1-minute load is
+# printed before each size (the script waits for QUIET first): a figure
+# measured above 0.5 is not a verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=${SIZES:-1 100 1000 10000}
 export DETACH=${DETACH-1}
+export WARMUP_MS=${WARMUP_MS-5000}
 rate=${RATE:-10000}
-secs=${SECS:-5}
+secs=${SECS:-10}
 if [ -z "${SERVER:-}" ]; then
   cargo build -q --release -p gapless-server-bin
   export SERVER=${CARGO_TARGET_DIR:-target}/release/gapless-server
@@ -33,7 +37,14 @@ if [ -z "${LOAD:-}" ]; then
   cargo build -q --release --manifest-path benches/e2e/Cargo.toml --target-dir benches/e2e/target -p gapless-load
   export LOAD=benches/e2e/target/release/gapless-load
 fi
+# Before each size, wait (up to 5 minutes) for the 1-minute load to fall to
+# QUIET (default 0.45), so that each row may be a verdict.
+quiet=${QUIET:-0.45}
 for s in $sizes; do
+  for _ in $(seq 60); do
+    python3 -c "import sys; sys.exit(0 if float(open('/proc/loadavg').read().split()[0]) <= $quiet else 1)" && break
+    sleep 5
+  done
   interval=$(( s * 1000 / rate ))
   [ "$interval" -ge 1 ] || interval=1
   count=$(( secs * 1000 / interval ))

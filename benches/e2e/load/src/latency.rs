@@ -37,12 +37,16 @@ pub(crate) struct LatencyOpts {
     /// request stream is resumable, so its close does not cancel it): one
     /// descriptor per session instead of two, for 10 000 sessions.
     pub detach: bool,
+    /// Events published in the run's first `warmup_ms` are read and checked
+    /// but left out of the latencies (the calls' starts are spread over the
+    /// first interval, and with `detach` they connect then).
+    pub warmup_ms: u64,
 }
 
 pub(crate) fn usage() -> ! {
     eprintln!(
         "usage: gapless-load latency --addr HOST:PORT [--read-addr HOST:PORT] --sessions S --count N
-                          --interval-ms I [--payload B] [--detach]
+                          --interval-ms I [--payload B] [--detach] [--warmup-ms W]
   S sessions (default 1) initialized at --addr, each with its standalone GET at
   --read-addr (default --addr), each emitting N stamped events (default 1000) of
   B payload bytes (default 64) I ms apart (default 10); prints `sessions`,
@@ -50,7 +54,9 @@ pub(crate) fn usage() -> ! {
   `done <seconds> <client CPU seconds> <events> <p50> <p99> <p99.9> <max>` (µs).
   --detach: each call's connection opens when the call starts and closes once
   its response head is in (the call goes on), so that a session holds one
-  descriptor, its stream's, and 10 000 fit the open-file limit"
+  descriptor, its stream's, and 10 000 fit the open-file limit. --warmup-ms W:
+  events published in the run's first W ms are checked but not timed
+  (default 0)"
     );
     std::process::exit(2)
 }
@@ -64,6 +70,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> LatencyOpts {
         interval_ms: 10,
         payload: 64,
         detach: false,
+        warmup_ms: 0,
     };
     let (mut addr, mut read_addr) = (None, None);
     while let Some(a) = args.next() {
@@ -76,6 +83,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> LatencyOpts {
             "--interval-ms" => o.interval_ms = v().parse().unwrap_or_else(|_| usage()),
             "--payload" => o.payload = v().parse().unwrap_or_else(|_| usage()),
             "--detach" => o.detach = true,
+            "--warmup-ms" => o.warmup_ms = v().parse().unwrap_or_else(|_| usage()),
             _ => usage(),
         }
     }
@@ -102,8 +110,9 @@ fn event_stamp(data: &[u8]) -> Option<u64> {
     std::str::from_utf8(&digits[..n]).ok()?.parse().ok()
 }
 
-/// Reads `r` until seq `count`: every event's latency in µs.
-async fn read(mut r: SseReader, count: u64) -> Result<Vec<u32>> {
+/// Reads `r` until seq `count`: the latency in µs of every event published
+/// at `since` (unix µs) or later.
+async fn read(mut r: SseReader, count: u64, since: u64) -> Result<Vec<u32>> {
     let mut t = Tally::new();
     let mut lat = Vec::with_capacity(count as usize);
     loop {
@@ -113,7 +122,9 @@ async fn read(mut r: SseReader, count: u64) -> Result<Vec<u32>> {
         let Some(seq) = event_seq(&ev.data) else { continue };
         let now = unix_micros();
         let at = event_stamp(&ev.data).ok_or("an event without its stamp")?;
-        lat.push(now.saturating_sub(at).min(u32::MAX as u64) as u32);
+        if at >= since {
+            lat.push(now.saturating_sub(at).min(u32::MAX as u64) as u32);
+        }
         t.see(seq);
         if seq == count {
             break;
@@ -263,10 +274,16 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     line.clear();
     std::io::stdin().lock().read_line(&mut line)?;
     let (c0, t0) = (self_cpu_secs(), Instant::now());
-    let reads: Vec<_> = readers.into_iter().map(|r| tokio::spawn(read(r, o.count))).collect();
+    let since = unix_micros() + o.warmup_ms * 1000;
+    let reads: Vec<_> = readers.into_iter().map(|r| tokio::spawn(read(r, o.count, since))).collect();
     let n = o.sessions as u64;
     let shape = (o.count, o.interval_ms, o.payload);
-    let delay = |k: usize| Duration::from_micros(o.interval_ms * 1000 * k as u64 / n);
+    // The calls' starts are spread over one interval; detached ones, which
+    // each connect, over a second at least (10 000 connections in 100 ms
+    // outrun the server's close of those the client dropped, and its
+    // connection cap answers 503).
+    let spread = if o.detach { o.interval_ms.max(1000) } else { o.interval_ms };
+    let delay = |k: usize| Duration::from_micros(spread * 1000 * k as u64 / n);
     let emits: Vec<_> = if o.detach {
         let addr = o.addr;
         sessions
@@ -294,7 +311,7 @@ pub(crate) async fn run(o: LatencyOpts) -> Result<()> {
     all.sort_unstable();
     println!(
         "done {wall:.6} {cpu:.6} {} {} {} {} {}",
-        all.len(),
+        o.count * n,
         pct(&all, 0.50),
         pct(&all, 0.99),
         pct(&all, 0.999),
