@@ -434,12 +434,15 @@ async fn transport_refusals_have_status_and_json_body() {
         }
     }
     assert_eq!(err.unwrap()["error"]["code"], json!(-32601));
-    // emit_events bounds are JSON-RPC errors.
+    // emit_events bounds and bad arguments are JSON-RPC errors.
     for args in [
         json!({"count": 100_001}),
         json!({"count": 1, "payload_bytes": 65_537}),
         json!({"count": 1, "interval_ms": 10_001}),
         json!({"count": -1}),
+        json!({}),
+        json!({"count": 1, "target": "elsewhere"}),
+        json!({"count": 1, "stamp": "yes"}),
     ] {
         let mut sse = SseReader::new(s.call_tool(&sid, 4, "emit_events", args.clone()).await);
         let mut last = None;
