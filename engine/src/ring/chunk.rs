@@ -132,7 +132,13 @@ impl Chunk {
     pub(crate) fn new(first: u64, len: usize) -> Self {
         let cells = (0..len).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
         let tags = (0..len).map(|_| UnsafeCell::new(0)).collect();
-        Chunk { first, cells, tags, init: AtomicUsize::new(0), alloc_sum: std::sync::atomic::AtomicUsize::new(UNSUMMED) }
+        Chunk {
+            first,
+            cells,
+            tags,
+            init: AtomicUsize::new(0),
+            alloc_sum: std::sync::atomic::AtomicUsize::new(UNSUMMED),
+        }
     }
 
     /// Cells in this chunk.
