@@ -85,7 +85,7 @@ pub struct Producer {
     /// a session that never published past its first chunk, as most idle
     /// ones, keeps one entry instead of a table (128 at the default
     /// geometry, 1 KiB).
-    held: Vec<Option<Arc<Chunk>>>,
+    held: Box<[Option<Arc<Chunk>>]>,
     /// The seq at which `publish` leaves its fast path: the first seq of
     /// the chunk after the back chunk (a new chunk is due), or the first
     /// seq past `MAX_SEQ` if that comes first (nothing more can be
@@ -161,7 +161,7 @@ impl Producer {
             oldest: 1,
             bytes: 0,
             evicted_bytes: 0,
-            held: Vec::new(),
+            held: Box::new([]),
             roll_at: 1,
             pinned: Vec::new(),
             pinned_bytes: 0,
@@ -462,7 +462,7 @@ impl Producer {
             + self.pinned_bytes
             + self.pinned.capacity() * std::mem::size_of::<(Arc<Chunk>, usize)>()
             + chunks * chunk_bytes(geo.chunk_events)
-            + (geo.slots() + self.held.capacity()) * std::mem::size_of::<usize>()
+            + (geo.slots() + self.held.len()) * std::mem::size_of::<usize>()
             + records * RECORD_BYTES
             + self.tomb_order.len() * TOMBSTONE_BYTES
     }
@@ -516,7 +516,9 @@ impl Producer {
             // A ring's first chunk gets a table of one entry; the next
             // chunk, the table of every slot, once.
             let len = if i == 0 && self.held.is_empty() { 1 } else { self.geo.slots() };
-            self.held.resize_with(len, || None);
+            let mut table = std::mem::take(&mut self.held).into_vec();
+            table.resize_with(len, || None);
+            self.held = table.into_boxed_slice();
         }
         debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
         self.back = Arc::as_ptr(&chunk);
