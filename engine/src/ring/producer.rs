@@ -98,18 +98,17 @@ pub struct Producer {
     /// holds it, which it does while it is not full (`evict_to` never
     /// evicts the head's chunk, and a chunk that is not full is the head's).
     back: *const Chunk,
-    /// The chunk eviction last read a payload length from, and its first
-    /// seq and the first seq past it: eviction reads the next one from it
-    /// without finding it by its seq while that seq lies in it.
-    /// Dereferenced only then: the chunk holds a seq that eviction has not
-    /// passed, so `held` still holds it (a chunk leaves `held` only once
-    /// `oldest` is past its end, and `oldest` never moves back). A chunk
-    /// recycled meanwhile is never read through it: its old range is
-    /// behind `oldest`. Both bounds start at 0: no seq is below that end,
-    /// so the first eviction finds its chunk.
-    tail: *const Chunk,
-    tail_first: u64,
-    tail_end: u64,
+    /// `oldest`'s cell in the chunk that holds it (the tail chunk), and
+    /// one past that chunk's last cell: eviction reads the next payload
+    /// length through it and steps it, without finding the chunk by its
+    /// seq. Dereferenced only while `tail_cell != tail_stop`, when it is
+    /// `oldest`'s cell of a chunk `held` still holds (a chunk leaves `held`
+    /// only once `oldest` is past its end, and `oldest` never moves back).
+    /// Both null (equal) while unpositioned: before the first eviction, and
+    /// after any chunk is cleared (`tail_reset`), so that a cleared or
+    /// recycled chunk is never read through them.
+    tail_cell: *const super::chunk::Cell,
+    tail_stop: *const super::chunk::Cell,
     /// A wholly evicted chunk nobody else held, its cells already dropped,
     /// kept so that the next `roll` reuses its memory (still cache-warm from
     /// eviction) instead of allocating.
@@ -132,13 +131,13 @@ pub struct Producer {
 }
 
 // SAFETY: the only fields that are not `Send`/`Sync` by themselves are
-// `back` and `tail`, pointers to chunks that the producer holds through an
+// `back`, `tail_cell` and `tail_stop`, pointers into chunks that the producer holds through an
 // `Arc<Chunk>` in `held` whenever it reads through them (`Chunk` is
 // `Send + Sync`). They are dereferenced only in `publish`, through
 // `&mut self`, so they move with the producer and no `&Producer` ever
 // reads through them.
 unsafe impl Send for Producer {}
-// SAFETY: see `Send`: no `&self` method dereferences `back` or `tail`.
+// SAFETY: see `Send`: no `&self` method dereferences `back` or the tail.
 unsafe impl Sync for Producer {}
 
 impl fmt::Debug for Producer {
@@ -166,9 +165,8 @@ impl Producer {
             pinned: Vec::new(),
             pinned_bytes: 0,
             back: std::ptr::null(),
-            tail: std::ptr::null(),
-            tail_first: 0,
-            tail_end: 0,
+            tail_cell: std::ptr::null(),
+            tail_stop: std::ptr::null(),
             spare: None,
             chunks: 0,
             streams_opened: 0,
@@ -386,6 +384,11 @@ impl Producer {
     /// The seq of the newest event published (0 before the first).
     pub fn head(&self) -> Seq {
         Seq(self.head)
+    }
+
+    /// Events per chunk of this ring.
+    pub(crate) fn chunk_events(&self) -> usize {
+        self.geo.chunk_events
     }
 
     /// The oldest retained seq (`head + 1` when nothing is retained).

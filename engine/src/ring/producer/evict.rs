@@ -12,75 +12,87 @@ impl Producer {
     /// `publish`: a call frame here cost 16 instructions per publish.
     #[inline(always)]
     pub(super) fn evict_for(&mut self, seq: u64, len: usize) -> bool {
-        let cap = self.geo.capacity;
-        let budget = self.geo.byte_budget;
-        let old = self.oldest;
-        let mut o = old;
-        if seq - o >= cap {
-            let l = self.evict_len(o);
-            self.bytes -= l;
-            self.evicted_bytes += l as u64;
-            o += 1;
+        let mut pending = false;
+        // The count bound: at most one event, as `seq` is `head + 1`.
+        if seq - self.oldest >= self.geo.capacity {
+            pending = self.evict_one();
         }
-        while self.bytes + len > budget {
-            let l = self.evict_len(o);
-            self.bytes -= l;
-            self.evicted_bytes += l as u64;
-            o += 1;
+        if self.bytes + len > self.geo.byte_budget {
+            pending = self.evict_bytes(len);
         }
-        if o == old {
+        debug_assert!(self.oldest <= seq, "eviction never passes the event being published");
+        pending
+    }
+
+    /// Evicts `oldest` (retained: `<= head`). Returns whether the new
+    /// `oldest` still has to be stored: not when the event was its chunk's
+    /// last, as the chunk is cleared at once, after `oldest` is stored (a
+    /// `roll` that follows may need its slot). Otherwise `oldest` can wait
+    /// for the publication point and go out right before `head` (one
+    /// ownership of their cache line per publish, not two).
+    #[inline(always)]
+    fn evict_one(&mut self) -> bool {
+        if self.tail_cell == self.tail_stop {
+            self.tail_seek();
+        }
+        // SAFETY: `tail_seek` or the previous eviction left `tail_cell` at
+        // `oldest`'s cell of the tail chunk (see the field), which `held`
+        // keeps (a chunk leaves it only once `oldest` is past its end); the
+        // cell was written by us before any later publish and is not
+        // rewritten while held.
+        let l = unsafe { Chunk::read(&*self.tail_cell) }.payload.len();
+        // SAFETY: at most one past the tail chunk's last cell (`tail_stop`).
+        self.tail_cell = unsafe { self.tail_cell.add(1) };
+        self.bytes -= l;
+        self.evicted_bytes += l as u64;
+        self.oldest += 1;
+        if self.tail_cell == self.tail_stop {
+            self.tail_emptied();
             return false;
         }
-        debug_assert!(o <= seq, "eviction never passes the event being published");
-        self.oldest = o;
-        // `old ..= o` within the tail chunk (the one `o - 1` was read
-        // from): no chunk emptied, nothing is freed or cleared, so `oldest`
-        // can wait for the publication point and go out right before `head`
-        // (one ownership of their cache line per publish, not two).
-        if old >= self.tail_first && o < self.tail_end {
-            return true;
-        }
-        self.evict_past(old, o)
+        true
     }
 
-    /// Payload length of `o` (retained, `<= head`), the next event to
-    /// evict: read from the tail chunk while `o` lies in it.
-    #[inline(always)]
-    fn evict_len(&mut self, o: u64) -> usize {
-        if o >= self.tail_end {
-            return self.tail_seek(o);
-        }
-        let off = o - self.tail_first;
-        // SAFETY: `o` lies in the tail chunk and is not evicted yet, so
-        // `held` holds that chunk (see the field); its cell was written by
-        // us before any later publish and is not rewritten while held.
-        unsafe { (*self.tail).get(off as usize) }.payload.len()
-    }
-
-    /// [`Producer::evict_len`] when `o` lies past the tail chunk (once per
-    /// chunk): finds `o`'s chunk, makes it the tail.
+    /// The byte bound, out of line: evicts the oldest events until `len`
+    /// more bytes fit. Returns whether `oldest` still has to be stored.
     #[cold]
     #[inline(never)]
-    fn tail_seek(&mut self, o: u64) -> usize {
-        let chunk = held(&self.held, &self.geo, o);
-        self.tail = chunk;
-        let k = self.geo.chunk_no(o);
-        (self.tail_first, self.tail_end) = (self.geo.chunk_first(k), self.geo.chunk_first(k + 1));
-        self.payload_len(o)
+    fn evict_bytes(&mut self, len: usize) -> bool {
+        let mut pending = false;
+        while self.bytes + len > self.geo.byte_budget {
+            pending = self.evict_one();
+        }
+        pending
     }
 
-    /// The rest of [`Producer::evict_for`] when `old ..= o` did not lie in
-    /// the tail chunk: clears the chunks that emptied, if any. Returns
-    /// whether `oldest` still has to be stored.
+    /// Points the tail at `oldest`'s cell (once per chunk, or after a
+    /// clear left it unpositioned).
     #[cold]
     #[inline(never)]
-    fn evict_past(&mut self, old: u64, o: u64) -> bool {
-        let (k0, k1) = (self.geo.chunk_no(old), self.geo.chunk_no(o));
-        if k0 == k1 {
-            return true;
-        }
-        self.evict_chunks(k0, k1, o);
-        false
+    fn tail_seek(&mut self) {
+        let o = self.oldest;
+        let cells = held(&self.held, &self.geo, o).cells(0, self.geo.chunk_events).as_ptr_range();
+        // SAFETY: `o`'s cell index is within its chunk's cells.
+        self.tail_cell = unsafe { cells.start.add(self.geo.cell_idx(o)) };
+        self.tail_stop = cells.end;
+    }
+
+    /// Leaves the tail unpositioned: the next eviction finds `oldest`'s
+    /// chunk again (after chunks were cleared).
+    pub(super) fn tail_reset(&mut self) {
+        self.tail_cell = std::ptr::null();
+        self.tail_stop = std::ptr::null();
+    }
+
+    /// The tail chunk's last event was evicted: stores `oldest` and clears
+    /// the chunk.
+    #[cold]
+    #[inline(never)]
+    fn tail_emptied(&mut self) {
+        let o = self.oldest;
+        let k = self.geo.chunk_no(o - 1);
+        self.tail_reset();
+        self.evict_chunks(k, k + 1, o);
     }
 
     /// The part of [`Producer::evict_for`] when chunks `k0 .. k1` emptied
@@ -155,6 +167,7 @@ impl Producer {
         // cleared, so clearing never hides a seq a reader believes retained.
         #[cfg(not(gapless_mutant = "late_evict"))]
         self.shared.window.oldest.store(o, Ordering::Release);
+        self.tail_reset();
         self.clear_chunks(self.geo.chunk_no(old), self.geo.chunk_no(o));
         #[cfg(gapless_mutant = "late_evict")]
         self.shared.window.oldest.store(o, Ordering::Release);
