@@ -30,6 +30,10 @@
 #                         follower's range
 #                         (ring/snapshot.rs; caught by
 #                         stream_snapshot_then_follow_has_no_hole)
+#   reclaim_under_lease   a lease at its chunk's end reclaims before giving
+#                         its writer lock up, and the reclaim waits for that
+#                         lock (session/lease.rs; caught as a deadlock by
+#                         lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim)
 # Arguments name the mutants to run (default: all of them). Each rebuilds the
 # loom tests (its cfg differs) and runs every model: about 3-4.5 min per
 # mutant on the 2-core development machine.
@@ -37,7 +41,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 status=0
-all="relaxed_publish late_evict no_publish_fence uncounted_registrant unfenced_progress unpinned_ticket late_close_mark high_before_head"
+all="relaxed_publish late_evict no_publish_fence uncounted_registrant unfenced_progress unpinned_ticket late_close_mark high_before_head reclaim_under_lease"
 for m in ${@:-$all}; do
   log=$(mktemp)
   start=$(date +%s)

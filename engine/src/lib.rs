@@ -132,7 +132,8 @@ pub use ring::{
     StreamHandle,
 };
 pub use session::{
-    Hub, HubConfig, Refusal, Resume, ResumeRequest, Session, SessionError, SessionId, SessionPublishError,
+    Hub, HubConfig, Lease, Refusal, Resume, ResumeRequest, Session, SessionError, SessionId,
+    SessionPublishError,
 };
 #[cfg(feature = "tokio")]
 pub use subscription::Subscription;

@@ -251,3 +251,55 @@ fn close_racing_subscription_and_resume() {
         assert_eq!(got, published);
     });
 }
+
+/// A lease (`Session::lease`) filling a chunk while another writer
+/// publishes and the hub is over its memory limit: at the chunk's end the
+/// lease charges the budget, gives its lock up, reclaims with no lock held
+/// (a reclaim takes every session's writer lock, its own too) and takes the
+/// lock again.
+///
+/// Checks: no deadlock (the mutant `reclaim_under_lease`, which reclaims
+/// before giving the lock up, deadlocks on its own lock, and loom reports
+/// it); seqs are dense and each writer's come in its order; the other
+/// writer's event lands only at the lease's chunk end, never inside the
+/// lease's chunk; a reader sees each stream's events in order.
+#[test]
+fn lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim() {
+    model("lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim", || {
+        let big = || Bytes::from(vec![1u8; 1000]);
+        // The limit: the session's base footprint and 1 500 bytes, so that
+        // the lease's two 1 000-byte events put the hub over it.
+        let base = {
+            let probe = hub(4, 2);
+            session(&probe).footprint()
+        };
+        let ring = RingConfig { capacity: 4, byte_budget: 1 << 20, chunk_events: 2 };
+        let hub =
+            Hub::new(HubConfig { ring, max_sessions: 1, max_memory: base + 1500, ..HubConfig::default() })
+                .unwrap();
+        let s = session(&hub);
+        let (a, b) = (s.open_stream().unwrap(), s.open_stream().unwrap());
+        let other = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || s.publish(&b, payload(9)).unwrap().0)
+        };
+        let mine = {
+            let mut lease = s.lease().unwrap();
+            let first = lease.publish(&a, big()).unwrap().0;
+            let second = lease.publish(&a, big()).unwrap().0;
+            let third = lease.publish(&a, payload(3)).unwrap().0;
+            [first, second, third]
+        };
+        let theirs = other.join().unwrap();
+        let mut all = vec![mine[0], mine[1], mine[2], theirs];
+        all.sort_unstable();
+        assert_eq!(all, vec![1, 2, 3, 4], "dense seqs, none twice");
+        assert!(mine[0] < mine[1] && mine[1] < mine[2]);
+        // The lease's first chunk (seqs 1 and 2) is all its own: the other
+        // writer came first, or at the chunk's end.
+        assert!(theirs == 1 || theirs >= 3, "the other writer got in inside the lease's chunk: {theirs}");
+        if theirs != 1 {
+            assert_eq!(&mine[..2], &[1, 2]);
+        }
+    });
+}

@@ -94,9 +94,7 @@ pub(crate) struct Reclaimer(Arc<MemoryBudget>);
 impl Reclaimer {
     /// Reclaims if the total is over the limit.
     pub(crate) fn reclaim_if_over(&self) {
-        if self.0.over() {
-            self.0.reclaim();
-        }
+        self.0.reclaim_if_over();
     }
 }
 
@@ -216,6 +214,14 @@ impl MemoryBudget {
             self.used.fetch_add(to - from, Ordering::Relaxed);
         } else {
             self.used.fetch_sub(from - to, Ordering::Relaxed);
+        }
+    }
+
+    /// Reclaims if the total is over the limit (with no writer lock held).
+    #[inline]
+    pub(crate) fn reclaim_if_over(&self) {
+        if self.over() {
+            self.reclaim();
         }
     }
 

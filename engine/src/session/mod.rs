@@ -18,6 +18,7 @@
 
 mod budget;
 mod hub;
+mod lease;
 mod migrate;
 #[cfg(feature = "tokio")]
 mod pace;
@@ -32,6 +33,7 @@ mod ticket;
 
 pub(crate) use budget::{Charged, Reclaimer};
 pub use hub::{ConnectionGuard, Hub, HubConfig, SessionError};
+pub use lease::Lease;
 pub use migrate::{IssuedTicket, MigrateError, Migration};
 #[cfg(feature = "tokio")]
 pub(crate) use pace::PaceGate;

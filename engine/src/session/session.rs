@@ -24,7 +24,7 @@ pub struct Session {
     /// The producer behind the writer lock, and the session's entry in the
     /// hub's memory budget (with its last-activity time).
     pub(super) ledger: Arc<Ledger>,
-    budget: Arc<MemoryBudget>,
+    pub(super) budget: Arc<MemoryBudget>,
     reader: Reader,
     standalone: StreamHandle,
     /// Open connections (SSE streams, sockets).

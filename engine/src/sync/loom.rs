@@ -15,6 +15,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap()
 }
 
+/// Unlocks (loom explores every order of the waiting threads anyway).
+pub(crate) fn unlock_fair<T>(g: MutexGuard<'_, T>) {
+    drop(g);
+}
+
 /// loom's `UnsafeCell`, which tracks each access.
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(loom::cell::UnsafeCell<T>);

@@ -20,6 +20,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
 }
 
+/// Unlocks, handing the mutex straight to a thread waiting for it if there
+/// is one (parking_lot's fair unlock), so that a holder that takes it again
+/// at once (a `Lease` at a chunk boundary) does not keep it from the others.
+pub(crate) fn unlock_fair<T>(g: MutexGuard<'_, T>) {
+    MutexGuard::unlock_fair(g);
+}
+
 /// `UnsafeCell` with loom's closure API, so that loom can track each access.
 /// Transparent: a slice of them is laid out as a slice of `T`.
 #[derive(Debug)]
