@@ -60,6 +60,6 @@ export MIRIFLAGS="${MIRIFLAGS:--Zmiri-permissive-provenance -Zmiri-symbolic-alig
 
 start=$SECONDS
 # shellcheck disable=SC2086 # MIRI_TARGETS is a list of cargo arguments
-cargo +"$toolchain" miri test -p gapless --no-default-features ${MIRI_TARGETS:---test ring --test stress} \
+cargo +"$toolchain" miri test -p gapless --no-default-features ${MIRI_TARGETS:---test ring --test stress --test lease} \
     -- "$@"
 echo "miri: passed in $((SECONDS - start)) s (MIRIFLAGS='$MIRIFLAGS')"
