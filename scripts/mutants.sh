@@ -30,6 +30,11 @@
 #                         follower's range
 #                         (ring/snapshot.rs; caught by
 #                         stream_snapshot_then_follow_has_no_hole)
+#   unslotted_grow        the ring's short first chunk grows into a whole one
+#                         that is never put in its slot, so a reader past the
+#                         short length finds the short chunk (ring/producer/roll.rs)
+#   stale_short_chunk     a cursor keeps its cached short first chunk past its
+#                         length, as if every chunk were whole (ring/cursor.rs)
 #   reclaim_under_lease   a lease at its chunk's end reclaims before giving
 #                         its writer lock up, and the reclaim waits for that
 #                         lock (session/lease.rs; caught as a deadlock by
@@ -41,7 +46,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:-2}
 status=0
-all="relaxed_publish late_evict no_publish_fence uncounted_registrant unfenced_progress unpinned_ticket late_close_mark high_before_head reclaim_under_lease"
+all="relaxed_publish late_evict no_publish_fence uncounted_registrant unfenced_progress unpinned_ticket late_close_mark high_before_head unslotted_grow stale_short_chunk reclaim_under_lease"
 for m in ${@:-$all}; do
   log=$(mktemp)
   start=$(date +%s)

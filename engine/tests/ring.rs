@@ -1558,3 +1558,75 @@ fn stream_snapshots_walk_sparse_streams_and_scan_dense_ones() {
         }
     }
 }
+
+// ------------------------------------------------ the short first chunk
+
+/// A ring's first chunk holds 4 cells until the ring publishes past them,
+/// then a whole chunk replaces it (`Producer::grow`). Readers that pinned
+/// or cached the short one go on reading it, and past it from the whole
+/// one: a cursor, a batch cursor, a snapshot taken before and after, and a
+/// stream snapshot all see every event once, in order.
+#[test]
+fn the_short_first_chunk_grows_under_its_readers() {
+    for chunk_events in [2usize, 4, 8, 64] {
+        let (mut p, r) = new_ring(cfg(256, 1 << 20, chunk_events));
+        let (a, b) = (p.open_stream(), p.open_stream());
+        p.publish(&a, payload(1, 8)).unwrap();
+        p.publish(&b, payload(2, 8)).unwrap();
+        let mut cursor = r.cursor(Seq(1));
+        let mut batches = r.cursor(Seq(1));
+        let mut follower = r.stream_cursor(a.id(), Seq(0)).unwrap();
+        let mut seen = Vec::new();
+        // Each reader caches the first chunk while it is short.
+        assert!(matches!(cursor.try_next(), Ok(Next::Event(e)) if e.seq == Seq(1)));
+        match batches.try_next_batch() {
+            Ok(NextBatch::Events(batch)) => seen.extend(batch.iter().map(|e| e.seq.0)),
+            other => panic!("a batch of the first events: {other:?}"),
+        }
+        assert!(matches!(follower.try_next(), Ok(Next::Event(e)) if e.seq == Seq(1)));
+        let before = r.snapshot(Seq(0)).unwrap();
+        for seq in 3..=100u64 {
+            let s = if seq % 2 == 1 { &a } else { &b };
+            assert_eq!(p.publish(s, payload(seq, 8)).unwrap(), Seq(seq));
+        }
+        let mut next = 2u64;
+        while let Ok(Next::Event(e)) = cursor.try_next() {
+            assert_eq!((e.seq.0, &e.payload[..8]), (next, &next.to_le_bytes()[..]), "C = {chunk_events}");
+            next += 1;
+        }
+        assert_eq!(next, 101, "C = {chunk_events}");
+        while let Ok(NextBatch::Events(batch)) = batches.try_next_batch() {
+            seen.extend(batch.iter().map(|e| e.seq.0));
+        }
+        assert_eq!(seen, (1..=100).collect::<Vec<_>>(), "C = {chunk_events}");
+        let mut mine = vec![1];
+        while let Ok(Next::Event(e)) = follower.try_next() {
+            mine.push(e.seq.0);
+        }
+        assert_eq!(mine, (1..=100).step_by(2).collect::<Vec<_>>(), "C = {chunk_events}");
+        assert_eq!(before.iter().map(|e| e.seq.0).collect::<Vec<_>>(), [1, 2], "C = {chunk_events}");
+        let after = r.snapshot(Seq(0)).unwrap();
+        assert_eq!(after.iter().map(|e| e.seq.0).collect::<Vec<_>>(), (1..=100).collect::<Vec<_>>());
+        let stream = r.snapshot_stream(b.id(), Seq(0)).unwrap();
+        assert_eq!(
+            stream.iter().map(|e| e.seq.0).collect::<Vec<_>>(),
+            (2..=100).step_by(2).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// What the short first chunk saves: a ring that published 2 events keeps
+/// 4 cells, not a whole chunk of 64, and its footprint says so; past 4
+/// events it holds the whole chunk.
+#[test]
+fn the_short_first_chunk_is_counted_at_its_size() {
+    let (mut p, _r) = new_ring(cfg(4096, 1 << 20, 64));
+    let s = p.open_stream();
+    publish_n(&mut p, &s, 2);
+    let short = p.footprint();
+    publish_n(&mut p, &s, 3);
+    let whole = p.footprint();
+    // 60 cells of 56 bytes and their 4-byte tags, and three 8-byte payloads
+    // (16 bytes each at the allocator's class).
+    assert_eq!(whole - short, 60 * (56 + 4) + 3 * 16);
+}

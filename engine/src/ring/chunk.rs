@@ -177,6 +177,10 @@ impl Chunk {
     /// the producer that wrote it).
     #[inline(always)]
     pub(crate) unsafe fn get(&self, idx: usize) -> &Slot {
+        // Checked where a broken protocol must fail loudly (loom, Miri,
+        // debug builds): a reader past a short first chunk's cells.
+        #[cfg(any(gapless_loom, miri))]
+        assert!(idx < self.cells.len(), "cell {idx} of a chunk of {}", self.cells.len());
         debug_assert!(idx < self.cells.len());
         // SAFETY: in bounds (caller computes `idx` below the published head,
         // inside this chunk). The cell is initialised and never written again

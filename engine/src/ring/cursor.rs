@@ -249,7 +249,14 @@ impl Cursor {
                 return Err(Lagged { wanted: Seq(self.next), oldest: Seq(oldest) });
             }
             let k_first = sh.geo.chunk_first(sh.geo.chunk_no(self.next));
-            if self.chunk.as_ref().map(|c| c.first) != Some(k_first) {
+            // Another chunk, or the ring's short first chunk cached before
+            // it grew (`Producer::grow`): `next` is past its cells, and the
+            // slot, loaded after the head above, holds the whole one.
+            #[cfg(not(gapless_mutant = "stale_short_chunk"))]
+            let stale = |c: &Chunk| c.first != k_first || self.next - c.first >= c.len() as u64;
+            #[cfg(gapless_mutant = "stale_short_chunk")]
+            let stale = |c: &Chunk| c.first != k_first;
+            if self.chunk.as_deref().is_none_or(stale) {
                 self.chunk = sh.chunk_for(self.next);
                 if self.chunk.is_none() {
                     if skip_others_evicted(

@@ -80,6 +80,13 @@
 //!    reference) or allocate one, and store it in slot `k mod S`. That slot's
 //!    previous chunk (`k - S`) was wholly evicted and cleared long before:
 //!    the window spans at most `ceil(cap / C) + 1 <= S` chunks.
+//!    The ring's first chunk starts **short** (half a chunk, at most 4
+//!    cells: an idle session's ring keeps a few cells, not 64). When it is
+//!    full, a whole chunk 0 takes its place: its cells are copied (payloads
+//!    by reference count) and the whole chunk is stored in slot 0, all
+//!    before the seq past the short length is written, so before any `head`
+//!    or stream high-water mark that covers it (`producer/roll.rs`, `grow`).
+//!    The short chunk stays valid, unchanged, for whoever still holds it.
 //! 4. Write the cell. No reader looks at it yet: its seq is above `head`.
 //! 5. Update the stream record (`first`, `published`, `high`; Release).
 //! 6. **Publish**: store `oldest` if step 2 left it, then the new seq in
@@ -101,6 +108,10 @@
 //! chunk means `s` was evicted after our `oldest` load, also reported. Then
 //! read the cell. A [`Snapshot`] does this once per chunk of its range and
 //! then walks cells by reference; a [`Cursor`] caches its current chunk.
+//! A chunk loaded after a `head` (or high-water mark) `>= s` was read holds
+//! `s`'s cell, even chunk 0 while the first chunk grows (step 3). A cursor
+//! that cached the short first chunk sees `s` past its cells and loads the
+//! slot again (`cursor.rs`, `locate`).
 //!
 //! Eviction only moves `oldest` forward, and the producer stores it
 //! *before* it clears a slot, so a reader that finds a chunk gone also finds

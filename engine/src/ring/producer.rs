@@ -189,7 +189,9 @@ impl Producer {
             return;
         }
         let chunk_first = self.geo.chunk_first(self.geo.chunk_no(first));
-        self.roll(chunk_first);
+        // A whole chunk even if it is the first: the placeholders may fill
+        // more than a short one.
+        self.roll_len(chunk_first, self.geo.chunk_events);
         let chunk = held(&self.held, &self.geo, chunk_first);
         for s in chunk_first..first {
             let placeholder =
@@ -461,10 +463,17 @@ impl Producer {
         }
         let chunks = self.chunks + usize::from(self.spare.is_some());
         let records = self.shared.streams.load_full().map_or(0, |d| d.len());
+        // A short first chunk, counted at its own size.
+        let short = self
+            .held
+            .first()
+            .and_then(Option::as_deref)
+            .map_or(0, |c| chunk_bytes(geo.chunk_events) - chunk_bytes(c.len()));
         payloads
             + self.pinned_bytes
             + self.pinned.capacity() * std::mem::size_of::<(Arc<Chunk>, usize)>()
             + chunks * chunk_bytes(geo.chunk_events)
+            - short
             + (geo.slots() + self.held.len()) * std::mem::size_of::<usize>()
             + records * RECORD_BYTES
             + self.tomb_order.len() * TOMBSTONE_BYTES
@@ -479,55 +488,6 @@ impl Producer {
         // otherwise), so its cell was written by us, before any later
         // publish; cells are never rewritten while their chunk is held.
         unsafe { held(&self.held, &self.geo, seq).get(self.geo.cell_idx(seq)) }.payload.len()
-    }
-
-    /// Starts a new chunk whose first seq is `seq` (a chunk boundary), and
-    /// seals the back chunk, which is full.
-    #[cold]
-    #[inline(never)]
-    fn roll(&mut self, seq: u64) {
-        if !self.pinned.is_empty() {
-            self.release_unpinned();
-        }
-        let c = self.geo.chunk_events;
-        if !self.back.is_null() {
-            // SAFETY: the back chunk is the head's (`seq - 1` is its last
-            // cell), which no eviction has evicted: `held` holds it.
-            unsafe { &*self.back }.seal(c);
-        }
-        let chunk = match self.spare.take() {
-            Some(mut spare) => match Arc::get_mut(&mut spare) {
-                Some(m) => {
-                    m.recycle(seq);
-                    spare
-                }
-                None => Arc::new(Chunk::new(seq, c)),
-            },
-            None => Arc::new(Chunk::new(seq, c)),
-        };
-        let k = self.geo.chunk_no(seq);
-        debug_assert_eq!(self.geo.cell_idx(seq), 0);
-        // The slot's previous chunk (k - nslots) is wholly evicted, and its
-        // slot was cleared then: `publish` rolls before it evicts for `seq`,
-        // when the retained window is at most `cap` events ending at
-        // `seq - 1`, so `oldest >= seq - cap`; that chunk's last seq is
-        // `seq - 1 - (nslots - 1) * C`, below it, because
-        // `(nslots - 1) * C >= ceil(cap / C) * C >= cap`.
-        let i = self.geo.slot_of(k);
-        self.shared.slots[i].store(Some(Arc::clone(&chunk)));
-        if self.held.len() <= i {
-            // A ring's first chunk gets a table of one entry; the next
-            // chunk, the table of every slot, once.
-            let len = if i == 0 && self.held.is_empty() { 1 } else { self.geo.slots() };
-            let mut table = std::mem::take(&mut self.held).into_vec();
-            table.resize_with(len, || None);
-            self.held = table.into_boxed_slice();
-        }
-        debug_assert!(self.held[i].is_none(), "the slot's previous chunk was evicted");
-        self.back = Arc::as_ptr(&chunk);
-        self.held[i] = Some(chunk);
-        self.chunks += 1;
-        self.roll_at = (seq + c as u64).min(MAX_SEQ + 1);
     }
 
     /// Lets go of the evicted chunks that no reader holds any more.
@@ -555,6 +515,18 @@ impl Producer {
 fn held<'a>(held: &'a [Option<Arc<Chunk>>], geo: &Geometry, seq: u64) -> &'a Chunk {
     let i = geo.slot_of(geo.chunk_no(seq));
     held[i].as_deref().expect("a retained seq's chunk is held")
+}
+
+/// Cells of a ring's first chunk, until the ring publishes past them
+/// (`Producer::grow`): half a chunk, at most 4. The `initialize` answer of
+/// a session is 2 events; an idle session then keeps 4 cells (240 bytes)
+/// instead of 64 (3.8 KiB).
+pub(crate) fn first_chunk_len(c: usize) -> usize {
+    if c >= 2 {
+        (c / 2).min(4)
+    } else {
+        c
+    }
 }
 
 /// Bytes of one chunk allocation of `c` cells: the cells, the chunk and the
@@ -630,6 +602,7 @@ impl Drop for Producer {
 }
 
 mod evict;
+mod roll;
 
 #[cfg(test)]
 mod tests;

@@ -71,7 +71,9 @@ impl Producer {
     #[inline(never)]
     fn tail_seek(&mut self) {
         let o = self.oldest;
-        let cells = held(&self.held, &self.geo, o).cells(0, self.geo.chunk_events).as_ptr_range();
+        let chunk = held(&self.held, &self.geo, o);
+        // Its own length: the ring's first chunk may be short.
+        let cells = chunk.cells(0, chunk.len()).as_ptr_range();
         // SAFETY: `o`'s cell index is within its chunk's cells.
         self.tail_cell = unsafe { cells.start.add(self.geo.cell_idx(o)) };
         self.tail_stop = cells.end;
