@@ -36,9 +36,9 @@
 #   stale_short_chunk     a cursor keeps its cached short first chunk past its
 #                         length, as if every chunk were whole (ring/cursor.rs)
 #   reclaim_under_lease   a lease at its chunk's end reclaims before giving
-#                         its writer lock up, and the reclaim waits for that
-#                         lock (session/lease.rs; caught as a deadlock by
-#                         lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim)
+#                         its writer lock up, so the reclaim passes over the
+#                         lease's own ring (session/lease.rs; caught by
+#                         lease_reclaims_its_own_ring_at_its_chunk_end)
 # Arguments name the mutants to run (default: all of them). Each rebuilds the
 # loom tests (its cfg differs) and runs every model: about 3-4.5 min per
 # mutant on the 2-core development machine.

@@ -1630,3 +1630,33 @@ fn the_short_first_chunk_is_counted_at_its_size() {
     // (16 bytes each at the allocator's class).
     assert_eq!(whole - short, 60 * (56 + 4) + 3 * 16);
 }
+
+/// A reader that still holds the short first chunk when it is replaced
+/// keeps its cells and payloads alive: the footprint counts them until the
+/// reader lets go and the producer finds it so (at its next chunk).
+#[test]
+fn a_replaced_short_chunk_that_a_reader_holds_stays_counted() {
+    let (mut p, r) = new_ring(cfg(4096, 1 << 20, 64));
+    let (mut twin, _tr) = new_ring(cfg(4096, 1 << 20, 64));
+    let (s, ts) = (p.open_stream(), twin.open_stream());
+    publish_n(&mut p, &s, 4);
+    publish_n(&mut twin, &ts, 4);
+    let snap = r.snapshot(Seq(0)).unwrap();
+    publish_n(&mut p, &s, 1);
+    publish_n(&mut twin, &ts, 1);
+    // 4 cells of 60 bytes, 4 payloads of 16 at the allocator's class, the
+    // chunk's own header and the producer's list of held chunks.
+    let extra = p.footprint() - twin.footprint();
+    assert!(
+        (4 * 60 + 4 * 16..=4 * 60 + 4 * 16 + 160).contains(&extra),
+        "{extra} bytes counted for the held chunk"
+    );
+    assert_eq!(snap.iter().count(), 4, "the reader still reads it");
+    drop(snap);
+    // Seq 65 starts the next chunk, where the producer lets go of it.
+    publish_n(&mut p, &s, 60);
+    publish_n(&mut twin, &ts, 60);
+    // What is left is the list's own capacity (a few words).
+    let left = p.footprint() - twin.footprint();
+    assert!(left < 4 * 60 + 4 * 16, "{left} bytes still counted once the reader let go");
+}

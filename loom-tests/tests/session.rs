@@ -255,14 +255,11 @@ fn close_racing_subscription_and_resume() {
 /// A lease (`Session::lease`) filling a chunk while another writer
 /// publishes and the hub is over its memory limit: at the chunk's end the
 /// lease charges the budget, gives its lock up, reclaims with no lock held
-/// (a reclaim takes every session's writer lock, its own too) and takes the
-/// lock again.
+/// and takes the lock again.
 ///
-/// Checks: no deadlock (the mutant `reclaim_under_lease`, which reclaims
-/// before giving the lock up, deadlocks on its own lock, and loom reports
-/// it); seqs are dense and each writer's come in its order; the other
+/// Checks: seqs are dense and each writer's come in its order; the other
 /// writer's event lands only at the lease's chunk end, never inside the
-/// lease's chunk; a reader sees each stream's events in order.
+/// lease's chunk; no deadlock between the lease, the writer and the reclaim.
 #[test]
 fn lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim() {
     model("lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim", || {
@@ -301,5 +298,58 @@ fn lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim() {
         if theirs != 1 {
             assert_eq!(&mine[..2], &[1, 2]);
         }
+    });
+}
+
+/// A lease over the hub's memory limit, with a reader taking snapshots: at
+/// the end of the lease's second chunk, the reclaim it runs with its lock
+/// let go evicts the lease's own first chunk (a reclaim passes over a ring
+/// whose writer lock is held, so it could not while the lease held it).
+///
+/// Checks: the lease's ring lost its first chunk by the time that publish
+/// returns (the mutant `reclaim_under_lease`, which reclaims before giving
+/// the lock up, passes over the ring and is caught); a reader's snapshot is
+/// either every event from seq 1 on, in order, or an explicit eviction that
+/// names the oldest seq kept, never a hole.
+#[test]
+fn lease_reclaims_its_own_ring_at_its_chunk_end() {
+    model("lease_reclaims_its_own_ring_at_its_chunk_end", || {
+        let big = || Bytes::from(vec![1u8; 1000]);
+        let base = {
+            let probe = hub(4, 2);
+            session(&probe).footprint()
+        };
+        let ring = RingConfig { capacity: 4, byte_budget: 1 << 20, chunk_events: 2 };
+        let hub =
+            Hub::new(HubConfig { ring, max_sessions: 1, max_memory: base + 1500, ..HubConfig::default() })
+                .unwrap();
+        let s = session(&hub);
+        let a = s.open_stream().unwrap();
+        let reader = {
+            let r = s.reader().clone();
+            thread::spawn(move || match r.snapshot(Seq(0)) {
+                Ok(snap) => {
+                    let seqs: Vec<u64> = snap.iter().map(|e| e.seq.0).collect();
+                    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "from seq 1, no hole");
+                }
+                Err(gapless::SnapshotError::Evicted { wanted, oldest, .. }) => {
+                    assert_eq!(wanted, Seq(1));
+                    assert_eq!(oldest, Seq(3), "the first chunk is what the reclaim evicts");
+                }
+                Err(e) => panic!("a snapshot or an explicit eviction, not {e:?}"),
+            })
+        };
+        {
+            let mut lease = s.lease().unwrap();
+            for seq in 1..=4 {
+                assert_eq!(lease.publish(&a, big()), Ok(Seq(seq)));
+            }
+            assert_eq!(
+                s.reader().oldest(),
+                Seq(3),
+                "the reclaim at the second chunk's end evicted the lease's first chunk"
+            );
+        }
+        reader.join().unwrap();
     });
 }

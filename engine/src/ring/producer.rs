@@ -105,8 +105,9 @@ pub struct Producer {
     /// `oldest`'s cell of a chunk `held` still holds (a chunk leaves `held`
     /// only once `oldest` is past its end, and `oldest` never moves back).
     /// Both null (equal) while unpositioned: before the first eviction, and
-    /// after any chunk is cleared (`tail_reset`), so that a cleared or
-    /// recycled chunk is never read through them.
+    /// after any chunk is cleared or the first chunk grows (`tail_reset`),
+    /// so that a cleared, recycled or replaced chunk is never read through
+    /// them.
     tail_cell: *const super::chunk::Cell,
     tail_stop: *const super::chunk::Cell,
     /// A wholly evicted chunk nobody else held, its cells already dropped,

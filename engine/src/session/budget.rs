@@ -13,7 +13,9 @@
 //! it visits the sessions, holding most and idle longest first (footprint
 //! times idle time), and evicts whole chunks of their oldest events
 //! ([`Producer::evict_to`]) until the total is at most seven eighths of the
-//! limit. That eviction is like any other: a resume that needs an evicted
+//! limit. It passes over a session whose writer lock is held at that moment
+//! (it never waits for a writer, a `Lease` included). That eviction is like
+//! any other: a resume that needs an evicted
 //! event is refused with the numbers, never answered with a hole. A new
 //! session is admitted only if, after a reclaim if need be, its own base
 //! footprint fits (else `SessionError::MemoryExhausted`).
@@ -25,7 +27,7 @@
 
 use super::lock;
 use crate::ring::Producer;
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::sync::{try_lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -238,7 +240,12 @@ impl MemoryBudget {
 
     /// Evicts from the sessions that hold most and were idle longest until
     /// the total is at most seven eighths of the limit (or nothing more can
-    /// be evicted). Returns at once if another reclaim runs.
+    /// be evicted). Returns at once if another reclaim runs. A session whose
+    /// writer lock is held at that moment (a publish in flight, a `Lease`)
+    /// is passed over rather than waited for: a reclaim never waits for a
+    /// writer, so a lease, or a publisher that holds one, cannot deadlock
+    /// with it; a lease reclaims itself at its next chunk end, with its lock
+    /// let go.
     pub(crate) fn reclaim(&self) {
         if self.limit == usize::MAX || self.reclaiming.swap(true, Ordering::Acquire) {
             return;
@@ -254,7 +261,7 @@ impl MemoryBudget {
         let mut scored: Vec<(u128, Arc<Ledger>)> = live
             .into_iter()
             .filter_map(|l| {
-                let fp = lock(&l.writer).as_ref()?.producer.footprint();
+                let fp = try_lock(&l.writer)?.as_ref()?.producer.footprint();
                 let idle = now.saturating_sub(l.last_active.load(Ordering::Relaxed)) + 1;
                 Some((fp as u128 * u128::from(idle), l))
             })
@@ -266,7 +273,7 @@ impl MemoryBudget {
             if used <= target {
                 break;
             }
-            let mut guard = lock(&l.writer);
+            let Some(mut guard) = try_lock(&l.writer) else { continue };
             let Some(w) = guard.as_mut() else { continue };
             let fp = w.producer.footprint();
             w.producer.evict_to(fp.saturating_sub(used - target));

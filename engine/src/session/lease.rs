@@ -6,8 +6,10 @@
 //! and lets go, for every event. A [`Lease`] takes the lock once. Each of
 //! its publishes is the producer's own publish and one comparison; at each
 //! chunk boundary (and when it ends) it charges the budget and lets the lock
-//! go for a moment, so that the session's other writers and a reclaim of the
-//! hub's budget get their turn. A lease is never revoked behind its holder's
+//! go for a moment, so that the session's other writers get their turn, and
+//! reclaims with the lock let go if the hub is over its limit (a reclaim
+//! passes over a busy writer, so the lease's own ring is reclaimed only
+//! then). A lease is never revoked behind its holder's
 //! back: the lock is given up only inside its own calls, and if the session
 //! closed meanwhile the next publish says so.
 
@@ -27,8 +29,13 @@ use std::fmt;
 /// moment. Readers never wait for it. Dropping it charges the budget for
 /// what it published and, if the hub is over its memory limit, reclaims.
 ///
-/// Do not call the session's own writing methods while holding its lease
-/// on the same thread: they wait for the lease, which waits for them.
+/// The session's other writers, its close and `Session::footprint` wait for
+/// the lease's next chunk end or its drop, however long the holder takes
+/// between publishes: hold a lease for a run of publishes, not across waits
+/// for anything else, and do not call those methods on the leased session
+/// from the holder's own thread (they would wait for the lease, which waits
+/// for them). A reclaim of the hub's budget never waits for a lease: it
+/// passes over a session whose writer is busy.
 pub struct Lease<'a> {
     session: &'a Session,
     /// The writer lock, held from the lease's start; `None` only inside
@@ -122,12 +129,13 @@ impl Lease<'_> {
         }
     }
 
-    /// Lets the lock go and takes it again: a writer waiting for it, or a
-    /// reclaim (run here if the hub is over its limit, with no lock held),
-    /// goes first.
+    /// Lets the lock go and takes it again: a thread parked waiting for it
+    /// goes first, and a reclaim runs here if the hub is over its limit, with
+    /// the lock let go so that it can evict from this ring too.
     fn yield_lock(&mut self) {
-        // A reclaim takes every session's writer lock in turn, this one's
-        // too: it runs only once the lock is given up.
+        // A reclaim passes over every session whose writer lock is held,
+        // this one's too: it runs once the lock is given up, so that this
+        // ring, filling a chunk after a chunk, is among those it can evict.
         #[cfg(gapless_mutant = "reclaim_under_lease")]
         self.session.budget.reclaim_if_over();
         if let Some(g) = self.guard.take() {

@@ -15,6 +15,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap()
 }
 
+/// Locks a mutex if it is free at once (`None` if another holds it).
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    m.try_lock().ok()
+}
+
 /// Unlocks (loom explores every order of the waiting threads anyway).
 pub(crate) fn unlock_fair<T>(g: MutexGuard<'_, T>) {
     drop(g);

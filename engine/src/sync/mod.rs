@@ -36,8 +36,8 @@ mod backend;
 #[cfg(feature = "tokio")]
 pub(crate) use backend::Notify;
 pub(crate) use backend::{
-    fence, lock, unlock_fair, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard,
-    Ordering, UnsafeCell,
+    fence, lock, try_lock, unlock_fair, Arc, AtomicArc, AtomicBool, AtomicU64, AtomicUsize, Mutex,
+    MutexGuard, Ordering, UnsafeCell,
 };
 
 /// A `std` hash map whose hasher is std's random one, or under loom a fixed

@@ -20,6 +20,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock()
 }
 
+/// Locks a mutex if it is free at once (`None` if another holds it).
+#[inline]
+pub(crate) fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    m.try_lock()
+}
+
 /// Unlocks, handing the mutex straight to a thread waiting for it if there
 /// is one (parking_lot's fair unlock), so that a holder that takes it again
 /// at once (a `Lease` at a chunk boundary) does not keep it from the others.

@@ -80,7 +80,7 @@ impl Producer {
     }
 
     /// Leaves the tail unpositioned: the next eviction finds `oldest`'s
-    /// chunk again (after chunks were cleared).
+    /// chunk again (after chunks were cleared, or the first chunk grew).
     pub(super) fn tail_reset(&mut self) {
         self.tail_cell = std::ptr::null();
         self.tail_stop = std::ptr::null();

@@ -108,5 +108,13 @@ impl Producer {
         self.back = Arc::as_ptr(&full);
         self.held[0] = Some(full);
         self.roll_at = (short.first + c as u64).min(MAX_SEQ + 1);
+        // A snapshot, batch or cursor that still holds the short chunk keeps
+        // its cells and its copies of the payloads alive: counted in the
+        // footprint, as an evicted chunk it pins, until it lets go.
+        if Arc::strong_count(&short) > 1 {
+            let bytes = chunk_bytes(n) + alloc_of(&short, 0..n);
+            self.pinned_bytes += bytes;
+            self.pinned.push((short, bytes));
+        }
     }
 }
