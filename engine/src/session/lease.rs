@@ -9,9 +9,9 @@
 //! go for a moment, so that the session's other writers get their turn, and
 //! reclaims with the lock let go if the hub is over its limit (a reclaim
 //! passes over a busy writer, so the lease's own ring is reclaimed only
-//! then). A lease is never revoked behind its holder's
-//! back: the lock is given up only inside its own calls, and if the session
-//! closed meanwhile the next publish says so.
+//! then). A lease is never revoked behind its holder's back: the lock is
+//! given up only inside its own calls, and if the session closed meanwhile
+//! the next publish says so.
 
 use super::budget::Writer;
 use super::lock;
