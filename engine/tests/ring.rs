@@ -1660,3 +1660,26 @@ fn a_replaced_short_chunk_that_a_reader_holds_stays_counted() {
     let left = p.footprint() - twin.footprint();
     assert!(left < 4 * 60 + 4 * 16, "{left} bytes still counted once the reader let go");
 }
+
+/// A batch cursor that cached the short first chunk, once the ring grew
+/// past it, takes its next batch to the whole chunk's end, as from any
+/// chunk (found by the `ring_ops` fuzz target: the batch stopped at the
+/// short chunk's end).
+#[test]
+fn a_batch_after_the_first_chunk_grew_runs_to_the_chunk_end() {
+    let (mut p, r) = new_ring(cfg(64, 1 << 20, 8));
+    let s = p.open_stream();
+    publish_n(&mut p, &s, 2);
+    let mut c = r.cursor(Seq(1));
+    match c.try_next_batch() {
+        Ok(NextBatch::Events(b)) => assert_eq!((b.first(), b.covered_to()), (Seq(1), Seq(2))),
+        other => panic!("the first two events: {other:?}"),
+    }
+    publish_n(&mut p, &s, 10);
+    match c.try_next_batch() {
+        Ok(NextBatch::Events(b)) => {
+            assert_eq!((b.first(), b.covered_to()), (Seq(3), Seq(8)), "to the chunk's end")
+        }
+        other => panic!("seqs 3 to 8: {other:?}"),
+    }
+}

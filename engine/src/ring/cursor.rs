@@ -250,10 +250,14 @@ impl Cursor {
             }
             let k_first = sh.geo.chunk_first(sh.geo.chunk_no(self.next));
             // Another chunk, or the ring's short first chunk cached before
-            // it grew (`Producer::grow`): `next` is past its cells, and the
-            // slot, loaded after the head above, holds the whole one.
+            // it grew (`Producer::grow`): the head is past its cells (so may
+            // `next` be), and the slot, loaded after the head above, holds
+            // the whole one; a batch then runs to the chunk's end, as from
+            // any other chunk. A whole chunk is never reloaded for this.
             #[cfg(not(gapless_mutant = "stale_short_chunk"))]
-            let stale = |c: &Chunk| c.first != k_first || self.next - c.first >= c.len() as u64;
+            let stale = |c: &Chunk| {
+                c.first != k_first || (c.len() < sh.geo.chunk_events && head - c.first >= c.len() as u64)
+            };
             #[cfg(gapless_mutant = "stale_short_chunk")]
             let stale = |c: &Chunk| c.first != k_first;
             if self.chunk.as_deref().is_none_or(stale) {
