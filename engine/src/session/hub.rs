@@ -35,7 +35,9 @@ pub struct HubConfig {
     /// `usize::MAX`, no limit beyond each ring's own). Over it, the oldest
     /// events of the sessions that hold most and were idle longest are
     /// evicted, explicitly; a new session is refused
-    /// ([`SessionError::MemoryExhausted`]) only when that cannot make room.
+    /// ([`SessionError::MemoryExhausted`]) only when that cannot make room
+    /// (a reclaim passes over the rings whose writers are busy at that
+    /// moment, so under concurrent publishing it may find less to evict).
     /// See the `budget` module docs for what is counted.
     pub max_memory: usize,
 }

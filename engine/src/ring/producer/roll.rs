@@ -109,8 +109,11 @@ impl Producer {
         self.held[0] = Some(full);
         self.roll_at = (short.first + c as u64).min(MAX_SEQ + 1);
         // A snapshot, batch or cursor that still holds the short chunk keeps
-        // its cells and its copies of the payloads alive: counted in the
-        // footprint, as an evicted chunk it pins, until it lets go.
+        // its cells alive, and its references to the first payloads: counted
+        // in the footprint, as an evicted chunk it pins, until it lets go.
+        // The payloads are then counted twice while the whole chunk holds
+        // them too (at most 4, erring high): the whole chunk may be evicted
+        // and recycled first, and the short one then keeps them alone.
         if Arc::strong_count(&short) > 1 {
             let bytes = chunk_bytes(n) + alloc_of(&short, 0..n);
             self.pinned_bytes += bytes;
