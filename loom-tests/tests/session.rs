@@ -252,6 +252,26 @@ fn close_racing_subscription_and_resume() {
     });
 }
 
+/// A 1 000-byte payload: two of them put `lease_hub`'s hub over its limit.
+fn big() -> Bytes {
+    Bytes::from(vec![1u8; 1000])
+}
+
+/// A hub (capacity 4, chunks of 2) and its one session, whose memory limit
+/// is the session's base footprint and 1 500 bytes, so that a lease's two
+/// `big` events put the hub over it.
+fn lease_hub() -> (Hub, Arc<Session>) {
+    let base = {
+        let probe = hub(4, 2);
+        session(&probe).footprint()
+    };
+    let ring = RingConfig { capacity: 4, byte_budget: 1 << 20, chunk_events: 2 };
+    let hub = Hub::new(HubConfig { ring, max_sessions: 1, max_memory: base + 1500, ..HubConfig::default() })
+        .unwrap();
+    let s = session(&hub);
+    (hub, s)
+}
+
 /// A lease (`Session::lease`) filling a chunk while another writer
 /// publishes and the hub is over its memory limit: at the chunk's end the
 /// lease charges the budget, gives its lock up, reclaims with no lock held
@@ -263,18 +283,7 @@ fn close_racing_subscription_and_resume() {
 #[test]
 fn lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim() {
     model("lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim", || {
-        let big = || Bytes::from(vec![1u8; 1000]);
-        // The limit: the session's base footprint and 1 500 bytes, so that
-        // the lease's two 1 000-byte events put the hub over it.
-        let base = {
-            let probe = hub(4, 2);
-            session(&probe).footprint()
-        };
-        let ring = RingConfig { capacity: 4, byte_budget: 1 << 20, chunk_events: 2 };
-        let hub =
-            Hub::new(HubConfig { ring, max_sessions: 1, max_memory: base + 1500, ..HubConfig::default() })
-                .unwrap();
-        let s = session(&hub);
+        let (_hub, s) = lease_hub();
         let (a, b) = (s.open_stream().unwrap(), s.open_stream().unwrap());
         let other = {
             let s = Arc::clone(&s);
@@ -314,16 +323,7 @@ fn lease_yields_at_its_chunk_end_to_a_writer_and_a_reclaim() {
 #[test]
 fn lease_reclaims_its_own_ring_at_its_chunk_end() {
     model("lease_reclaims_its_own_ring_at_its_chunk_end", || {
-        let big = || Bytes::from(vec![1u8; 1000]);
-        let base = {
-            let probe = hub(4, 2);
-            session(&probe).footprint()
-        };
-        let ring = RingConfig { capacity: 4, byte_budget: 1 << 20, chunk_events: 2 };
-        let hub =
-            Hub::new(HubConfig { ring, max_sessions: 1, max_memory: base + 1500, ..HubConfig::default() })
-                .unwrap();
-        let s = session(&hub);
+        let (_hub, s) = lease_hub();
         let a = s.open_stream().unwrap();
         let reader = {
             let r = s.reader().clone();
